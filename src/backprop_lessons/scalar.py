@@ -1,0 +1,210 @@
+"""The scalar reverse-mode engine: one `Value` per number.
+
+A `Value` holds a float (`data`), the derivative of the final output with
+respect to it (`grad`), the values it was computed from (`_children`) and the
+local derivative of itself with respect to each of them (`_local_grads`).
+`backward()` walks the graph in reverse topological order and applies the
+chain rule with one generic loop:
+
+    child.grad += local_grad * node.grad
+
+Why stored local gradients and not a `_backward` closure per node (as in
+micrograd)?  A closure that refers to its own output node makes a reference
+cycle for every node; Python's cyclic garbage collector then spends much of
+a large graph's run time tracing those cycles.  Here every reference points
+from a node to its inputs, so a graph is freed by reference counting alone.
+Chapter 1 shows both designs side by side; chapter 2 measures the cost.
+
+What this module is not: a tensor library (see `tensor.py`) or a fast one.
+It exists to be read.  It imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+__all__ = ["Value", "topological_order", "zero_grad"]
+
+
+def _as_float(x, op: str) -> float:
+    """Convert a Python/NumPy real number to float, or raise a TypeError naming `op`."""
+    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        return float(x)
+    raise TypeError(
+        f"Value {op}: expected a Value or a real number, got {type(x).__name__} {x!r}"
+    )
+
+
+class Value:
+    """A scalar in a computation graph: `data`, `grad` and how it was made.
+
+    >>> a = Value(2.0, label="a"); b = Value(-3.0, label="b")
+    >>> f = (a * b + 10).relu(); f.backward()
+    >>> f, a.grad, b.grad
+    (Value(data=4.0, grad=1.0), -3.0, 2.0)
+    """
+
+    __slots__ = ("data", "grad", "label", "_children", "_local_grads", "_op")
+
+    def __init__(self, data, label: str = "", _children: tuple = (),
+                 _local_grads: tuple = (), _op: str = ""):
+        if type(data) is not float:  # fast path: the engine itself passes floats
+            data = _as_float(data, "construction")
+        self.data = data
+        self.grad = 0.0
+        self.label = label
+        self._children = _children        # the Values this one was computed from
+        self._local_grads = _local_grads  # d(self)/d(child), one per child
+        self._op = _op                    # the operation's symbol, for drawings
+
+    def __repr__(self) -> str:
+        extra = f", label={self.label!r}" if self.label else ""
+        return f"Value(data={self.data!r}, grad={self.grad!r}{extra})"
+
+    # ---- binary operations -------------------------------------------------
+    # Each returns a new Value whose local gradients are the partial
+    # derivatives of the operation, evaluated at the inputs' data.
+
+    def __add__(self, other) -> Value:
+        other = other if type(other) is Value else Value(_as_float(other, "+"))
+        # d(a+b)/da = 1, d(a+b)/db = 1: addition passes the gradient through.
+        return Value(self.data + other.data, "", (self, other), (1.0, 1.0), "+")
+
+    def __mul__(self, other) -> Value:
+        other = other if type(other) is Value else Value(_as_float(other, "*"))
+        # d(ab)/da = b, d(ab)/db = a: each side gets the other's value.
+        return Value(self.data * other.data, "", (self, other),
+                     (other.data, self.data), "*")
+
+    def __pow__(self, k) -> Value:
+        if isinstance(k, Value):
+            raise TypeError(
+                "Value **: only numeric exponents are supported (int or float), "
+                f"got a Value (data={k.data!r}); write exp(k * log(x)) for x ** Value"
+            )
+        k = _as_float(k, "**")
+        x = self.data
+        if x == 0.0 and k < 0:
+            raise ZeroDivisionError(f"Value **: 0.0 ** {k!r} is undefined (division by zero)")
+        if x < 0 and not k.is_integer():
+            raise ValueError(
+                f"Value **: {x!r} ** {k!r} is not a real number "
+                "(a negative base needs an integer exponent)"
+            )
+        # d(x^k)/dx = k x^(k-1)
+        return Value(x ** k, "", (self,), (k * x ** (k - 1),), f"**{k:g}")
+
+    def __neg__(self) -> Value:
+        return self * -1.0
+
+    def __sub__(self, other) -> Value:
+        other = other if type(other) is Value else Value(_as_float(other, "-"))
+        return self + (-other)
+
+    def __truediv__(self, other) -> Value:
+        other = other if type(other) is Value else Value(_as_float(other, "/"))
+        if other.data == 0.0:
+            raise ZeroDivisionError(f"Value /: division of {self.data!r} by 0.0")
+        return self * other ** -1
+
+    def __radd__(self, other) -> Value:
+        return self + other
+
+    def __rmul__(self, other) -> Value:
+        return self * other
+
+    def __rsub__(self, other) -> Value:
+        return Value(_as_float(other, "-")) - self
+
+    def __rtruediv__(self, other) -> Value:
+        return Value(_as_float(other, "/")) / self
+
+    # ---- unary functions -----------------------------------------------------
+
+    def exp(self) -> Value:
+        try:
+            e = math.exp(self.data)
+        except OverflowError:
+            raise OverflowError(f"Value exp: exp({self.data!r}) overflows a float") from None
+        return Value(e, "", (self,), (e,), "exp")  # d(e^x)/dx = e^x
+
+    def log(self) -> Value:
+        x = self.data
+        if x <= 0.0:
+            raise ValueError(f"Value log: log is defined for positive numbers, got {x!r}")
+        return Value(math.log(x), "", (self,), (1.0 / x,), "log")  # d(ln x)/dx = 1/x
+
+    def relu(self) -> Value:
+        x = self.data
+        # The kink at 0 gets derivative 0, as in PyTorch.
+        return Value(x if x > 0.0 else 0.0, "", (self,), (1.0 if x > 0.0 else 0.0,), "relu")
+
+    def tanh(self) -> Value:
+        # math.tanh is exact and never overflows; the textbook formula
+        # (e^{2x} - 1) / (e^{2x} + 1) overflows for x around 355.
+        t = math.tanh(self.data)
+        return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # d tanh/dx = 1 - tanh^2
+
+    def sigmoid(self) -> Value:
+        x = self.data
+        if x >= 0.0:  # two branches so that exp never overflows
+            s = 1.0 / (1.0 + math.exp(-x))
+        else:
+            e = math.exp(x)
+            s = e / (1.0 + e)
+        return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
+
+    # ---- the backward pass ---------------------------------------------------
+
+    def backward(self) -> None:
+        """Fill in `grad` of every Value this one depends on: d(self)/d(node).
+
+        Like PyTorch: gradients of leaves (values with no children, such as
+        parameters and inputs) *accumulate*, so calling `backward()` twice
+        doubles them and training loops must call `zero_grad(params)` between
+        steps.  Gradients of intermediate values are recomputed from zero on
+        every call.
+        """
+        order = topological_order(self)
+        for node in order:
+            if node._children:
+                node.grad = 0.0
+        self.grad += 1.0  # the seed: d(self)/d(self) = 1
+        for node in reversed(order):
+            g = node.grad
+            for child, local in zip(node._children, node._local_grads):
+                child.grad += local * g  # += : a value used twice gets both parts
+
+
+def topological_order(root: Value) -> list[Value]:
+    """All values `root` depends on, each after all of its inputs; `root` is last.
+
+    An iterative depth-first search with an explicit stack, so a graph of any
+    depth works without touching Python's recursion limit.  A node reached by
+    several paths is listed once.  Inputs are visited left to right, so the
+    order equals that of the textbook recursive version.
+    """
+    order: list[Value] = []
+    visited: set[int] = set()
+    stack: list[tuple[Value, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for child in reversed(node._children):
+            if id(child) not in visited:
+                stack.append((child, False))
+    return order
+
+
+def zero_grad(values: Iterable[Value]) -> None:
+    """Set `grad = 0.0` on every given value (call it between training steps)."""
+    for v in values:
+        v.grad = 0.0
