@@ -1,0 +1,98 @@
+# backprop-lessons: `make book` builds the HTML book, `make test` runs everything.
+# Both start from a bare Debian machine with Python 3.11: they create .venv,
+# install the pinned requirements and the package, and install the system
+# programs they need with apt-get when run as root (otherwise they say what
+# to install).
+
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+STAMP       := $(VENV)/.installed
+CHROMIUM    ?= /usr/bin/chromium
+BOOK_FLAGS  := -W -n --keep-going
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
+NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
+
+.PHONY: book test unit nbval book-strict browser bench notebooks vendor clean distclean \
+        python-ok dot-ok chromium-ok
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+	@echo "The book is in _build/html (open _build/html/index.html)."
+
+test: unit nbval book-strict browser
+	@echo "make test: all suites passed."
+
+unit: $(STAMP) dot-ok
+	$(BIN)/pytest tests --ignore=tests/browser -q
+
+nbval: $(STAMP) dot-ok
+	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+
+book-strict: $(STAMP)
+	$(BIN)/jupyter-book build . --all $(BOOK_FLAGS)
+
+browser: $(STAMP) chromium-ok
+	CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q
+
+# Re-execute every notebook top to bottom in a fresh kernel and store its
+# outputs (and widget state) - run after changing a chapter or the package.
+notebooks: $(STAMP) dot-ok
+	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
+	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
+
+# Benchmarks compare with other engines, which the book itself does not need.
+bench: $(STAMP)
+	$(BIN)/pip install --quiet micrograd==0.1.0
+	$(BIN)/python benchmarks/scalar_engine.py
+
+# Refresh the vendored front-end files in book/_static/vendor (needs npm).
+vendor:
+	@command -v npm >/dev/null || { echo "make vendor needs npm (apt-get install npm)"; exit 1; }
+	rm -rf _build/vendor && mkdir -p _build/vendor && cd _build/vendor && \
+	  npm pack --silent mathjax@3.2.2 requirejs@2.3.7 @jupyter-widgets/html-manager@1.0.15 && \
+	  for t in *.tgz; do mkdir -p "$${t%.tgz}" && tar xzf "$$t" -C "$${t%.tgz}"; done
+	cp _build/vendor/mathjax-3.2.2/package/es5/tex-svg-full.js book/_static/vendor/mathjax/
+	cp _build/vendor/mathjax-3.2.2/package/LICENSE book/_static/vendor/mathjax/LICENSE
+	cp _build/vendor/requirejs-2.3.7/package/require.js book/_static/vendor/requirejs/
+	cp _build/vendor/jupyter-widgets-html-manager-1.0.15/package/dist/embed-amd.js \
+	   _build/vendor/jupyter-widgets-html-manager-1.0.15/package/dist/*.{woff,woff2,ttf,eot,svg} \
+	   book/_static/vendor/html-manager/
+
+clean:
+	rm -rf _build
+
+distclean: clean
+	rm -rf $(VENV)
+
+# ---- set-up -------------------------------------------------------------------
+
+$(STAMP): requirements.txt pyproject.toml | python-ok
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+# apt-install PACKAGE WHAT: install a Debian package when running as root,
+# otherwise stop with a message saying what to install.
+define apt-install
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Installing $(2) with apt-get (needed for $(1))"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(2)) >/dev/null \
+	    || { echo "error: apt-get install $(2) failed"; exit 1; }; \
+	else \
+	  echo "error: $(1) is missing. Install it: sudo apt-get install $(2)"; exit 1; \
+	fi
+endef
+
+python-ok:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	  || { echo "error: Python 3.11 or newer is needed as '$(PYTHON)' (make PYTHON=python3.11 ...)"; exit 1; }
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(call apt-install,Python's venv module,python3-venv); }
+
+dot-ok:
+	@command -v dot >/dev/null 2>&1 || { $(call apt-install,graphviz's dot program,graphviz); }
+
+chromium-ok:
+	@[ -x "$(CHROMIUM)" ] || { $(call apt-install,Chromium for the browser tests,chromium); }

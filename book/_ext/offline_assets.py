@@ -1,0 +1,47 @@
+"""Sphinx extension: make the rendered book self-contained and quiet.
+
+Copies anywidget's front-end bundle from the installed Python package into
+`_static/vendor/anywidget/index.js`, where `vendor/widgets-config.js` points
+RequireJS.  Taking it from the installed package (rather than a stored copy)
+keeps it the same version as the one that wrote the widget state stored in
+the notebooks.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+
+
+def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    import anywidget
+
+    source = Path(anywidget.__file__).parent / "nbextension" / "index.js"
+    if not source.exists():
+        raise RuntimeError(f"offline_assets: anywidget's front end not found at {source}")
+    target = Path(app.outdir) / "_static" / "vendor" / "anywidget" / "index.js"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def _drop_thebe(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Remove sphinx-thebe's scripts: the book does not use Thebe, and
+    Jupyter Book adds its config script twice, which is a console error
+    ("Identifier 'THEBE_JS_URL' has already been declared")."""
+    scripts = context.get("script_files")
+    if scripts is None:
+        return
+    context["script_files"] = [
+        s for s in scripts
+        if "sphinx-thebe" not in str(s) and "THEBE_JS_URL" not in getattr(s, "attributes", {}).get("body", "")
+    ]
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("build-finished", _copy_anywidget)
+    app.connect("html-page-context", _drop_thebe)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
