@@ -14,21 +14,26 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test unit nbval book-strict browser bench notebooks vendor clean distclean \
+.PHONY: book test unit nbval colab book-strict browser bench notebooks vendor clean distclean \
         python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: unit nbval book-strict browser
+test: unit nbval colab book-strict browser
 	@echo "make test: all suites passed."
 
 unit: $(STAMP) dot-ok
-	$(BIN)/pytest tests --ignore=tests/browser -q
+	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q
 
 nbval: $(STAMP) dot-ok
 	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+
+# Every notebook alone in an empty folder, in an environment without the
+# package: its setup cell must install it, as on Colab (tests/colab).
+colab: $(STAMP) dot-ok
+	$(BIN)/pytest tests/colab -n 2 -q
 
 book-strict: $(STAMP)
 	$(BIN)/jupyter-book build . --all $(BOOK_FLAGS)

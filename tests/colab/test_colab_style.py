@@ -1,0 +1,69 @@
+"""Every notebook runs as on Colab: alone, with the package installed by its own setup cell.
+
+Each notebook is copied alone into an empty directory and executed top to
+bottom in a kernel whose Python sees the pinned requirements but *not*
+`backprop_lessons`; `BACKPROP_LESSONS_SOURCE` points at this checkout, so
+the setup cell must `%pip install` the package itself.  One throwaway
+environment serves all notebooks of a run: the first notebook installs the
+package into it and later ones find it installed (each still runs with no
+repository files around it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+KERNEL = "backprop-colab-check"
+
+
+@pytest.fixture(scope="session")
+def colab_env(tmp_path_factory):
+    """A venv that reaches the requirements through a .pth file, not the package."""
+    env = tmp_path_factory.mktemp("colab-env")
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = env / "bin" / "python"
+    purelib = subprocess.check_output(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+    # A plain path in a .pth file: the requirements' packages become importable,
+    # but the .pth files inside that folder (the editable install of
+    # backprop_lessons among them) are not processed.
+    (Path(purelib) / "requirements.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    check = subprocess.run([python, "-c", "import importlib.util as u; "
+                            "print(u.find_spec('backprop_lessons') is None, u.find_spec('numpy') is not None)"],
+                           capture_output=True, text=True, check=True)
+    assert check.stdout.split() == ["True", "True"], check
+    kernels = env / "share" / "jupyter" / "kernels" / KERNEL
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Colab-style check", "language": "python"}))
+    return env
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_alone(path, colab_env, tmp_path, monkeypatch):
+    shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setenv("JUPYTER_PATH", str(colab_env / "share" / "jupyter"))
+    monkeypatch.setenv("BACKPROP_LESSONS_SOURCE", str(ROOT))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    nb = nbformat.read(tmp_path / path.name, as_version=4)
+    client = NotebookClient(nb, kernel_name=KERNEL, timeout=600,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    spec = subprocess.run([colab_env / "bin" / "python", "-c",
+                           "import backprop_lessons; print(backprop_lessons.__file__)"],
+                          capture_output=True, text=True, check=True).stdout
+    assert str(colab_env) in spec, f"backprop_lessons was not installed into the Colab-style env: {spec}"

@@ -1,0 +1,67 @@
+"""Every chapter notebook follows the book's conventions (DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = (ROOT / "_toc.yml").read_text()
+REPO_URL = CONFIG["repository"]["url"]
+BRANCH = CONFIG["repository"]["branch"]
+
+SETUP_CELL = f'''# Setup: use the book's package; on Colab (or wherever it is missing), install it first.
+import importlib.util, os
+if importlib.util.find_spec("backprop_lessons") is None:
+    _source = os.environ.get("BACKPROP_LESSONS_SOURCE",
+                             "git+{REPO_URL}@{BRANCH}")
+    %pip install --quiet {{_source}}
+import backprop_lessons'''
+
+
+def _code_cells(path: Path) -> list[dict]:
+    nb = json.loads(path.read_text())
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks in notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_cell_is_the_setup_cell(path):
+    """The default source is the repository named in _config.yml."""
+    assert "".join(_code_cells(path)[0]["source"]).strip() == SETUP_CELL
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_top_to_bottom_without_errors(path):
+    cells = _code_cells(path)
+    assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1)), \
+        f"{path.name}: re-run it top to bottom in a fresh kernel (make notebooks)"
+    for i, c in enumerate(cells, 1):
+        for out in c["outputs"]:
+            assert out["output_type"] != "error", f"{path.name}: cell {i} stored an error"
+            text = json.dumps(out.get("data", {}).get("text/plain", "")) + json.dumps(out.get("text", ""))
+            assert not re.search(r"0x[0-9a-f]{6,}", text), f"{path.name}: cell {i} shows a memory address"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_in_table_of_contents(path):
+    assert f"notebooks/{path.stem}" in TOC, f"{path.name} is not in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_one_title_and_an_exercises_section(path):
+    nb = json.loads(path.read_text())
+    md = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    titles = re.findall(r"^# \S", md, flags=re.M)
+    assert len(titles) == 1, f"{path.name}: expected exactly one H1 title, found {len(titles)}"
+    assert re.search(r"^## .*Exercises", md, flags=re.M), f"{path.name}: no '## ...Exercises' section"
+    assert re.search(r"^## .*Summary", md, flags=re.M), f"{path.name}: no '## ...Summary' section"
