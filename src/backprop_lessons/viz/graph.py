@@ -15,7 +15,7 @@ import graphviz
 
 from ..scalar import Value, topological_order
 
-__all__ = ["draw_graph", "require_dot"]
+__all__ = ["draw_graph", "require_dot", "GraphDrawing"]
 
 _INSTALL_HINT = (
     "graphviz's `dot` program was not found. Install graphviz: "
@@ -36,6 +36,20 @@ def require_dot() -> tuple[int, ...]:
         raise RuntimeError(_INSTALL_HINT) from None
 
 
+class GraphDrawing(graphviz.Digraph):
+    """A `graphviz.Digraph` whose text form is stable.
+
+    A plain `Digraph` shown as a notebook cell's result also carries the
+    text/plain `<graphviz.graphs.Digraph at 0x7f...>`, a memory address that
+    changes on every run and breaks nbval's comparison of stored outputs.
+    This subclass only replaces that text; drawing is unchanged.
+    """
+
+    def __repr__(self) -> str:
+        n_values = sum("shape=record" in line for line in self.body)
+        return f"<computation graph: {n_values} values>"
+
+
 def _fmt(x: float, digits: int) -> str:
     s = f"{x:.{digits}f}"
     return "0." + "0" * digits if s == "-0." + "0" * digits else s  # no "-0.0000"
@@ -43,12 +57,17 @@ def _fmt(x: float, digits: int) -> str:
 
 def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
                digits: int = 4, highlight: Value | None = None,
-               marked: Iterable[Value] = (), order: list[Value] | None = None) -> graphviz.Digraph:
+               marked: Iterable[Value] = (), order: list[Value] | None = None,
+               compact: bool = False) -> GraphDrawing:
     """Draw the graph that produced `root`.
 
     highlight: one value to fill in yellow (e.g. the node a stepper is at).
     marked:    values to fill in green (e.g. those that received gradient).
     order:     a precomputed `topological_order(root)`, to save recomputing it.
+    compact:   stack label, data and grad in each box (whatever the rankdir),
+               with tighter spacing and small operation ovals; a left-to-right
+               drawing is then about half as wide and stays legible in a
+               book's text column.
     """
     require_dot()
     if rankdir not in ("LR", "TB", "RL", "BT"):
@@ -56,9 +75,19 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
     order = order if order is not None else topological_order(root)
     name = {id(v): f"v{i}" for i, v in enumerate(order)}
     marked_ids = {id(v) for v in marked}
-    dot = graphviz.Digraph(graph_attr={"rankdir": rankdir, "bgcolor": "transparent"},
-                           node_attr={"fontname": "Helvetica", "fontsize": "11"},
-                           edge_attr={"color": "#555555"})
+    graph_attr = {"rankdir": rankdir, "bgcolor": "transparent"}
+    edge_attr = {"color": "#555555"}
+    op_attr = {"shape": "ellipse", "fontsize": "10"}
+    if compact:
+        graph_attr.update(ranksep="0.3", nodesep="0.15")
+        edge_attr.update(arrowsize="0.6")
+        op_attr.update(margin="0.03,0.02", width="0", height="0")
+    # A record's fields run across the rank direction; braces turn them.
+    # Stacked fields therefore need braces only when ranks run top to bottom.
+    braces = not compact or rankdir in ("TB", "BT")
+    dot = GraphDrawing(graph_attr=graph_attr,
+                       node_attr={"fontname": "Helvetica", "fontsize": "11"},
+                       edge_attr=edge_attr)
     for v in order:
         n = name[id(v)]
         fields = [v.label or " ", f"data {_fmt(v.data, digits)}"]
@@ -69,9 +98,10 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
             style = {"style": "filled", "fillcolor": HIGHLIGHT}
         elif id(v) in marked_ids:
             style = {"style": "filled", "fillcolor": RECEIVED}
-        dot.node(n, "{ " + " | ".join(fields) + " }", shape="record", **style)
+        record = " | ".join(fields)
+        dot.node(n, "{ " + record + " }" if braces else record, shape="record", **style)
         if v._op:
-            dot.node(n + "_op", v._op, shape="ellipse", fontsize="10")
+            dot.node(n + "_op", v._op, **op_attr)
             dot.edge(n + "_op", n)
             for child in v._children:
                 dot.edge(name[id(child)], n + "_op")
