@@ -37,6 +37,23 @@ def _as_float(x, op: str) -> float:
     )
 
 
+def _pow_local_grad(x: float, k: float) -> float:
+    """d(x^k)/dx = k x^(k-1), with PyTorch's values where the float power fails.
+
+    Python raises where the exact derivative is 0 or infinite: at x = 0 with
+    k < 1 (0.0 ** negative) and when x^(k-1) overflows (x tiny, k < 1).
+    """
+    if k == 0.0:
+        return 0.0  # x^0 = 1 is constant, also at x = 0
+    try:
+        return k * x ** (k - 1)
+    except ZeroDivisionError:  # x = 0, 0 < k < 1: a vertical tangent
+        return math.inf
+    except OverflowError:  # the sign of k x^(k-1); x < 0 only with integer k
+        odd = (k - 1) % 2 == 1
+        return math.copysign(math.inf, k * (x if odd else 1.0))
+
+
 class Value:
     """A scalar in a computation graph: `data`, `grad` and how it was made.
 
@@ -93,8 +110,11 @@ class Value:
                 f"Value **: {x!r} ** {k!r} is not a real number "
                 "(a negative base needs an integer exponent)"
             )
-        # d(x^k)/dx = k x^(k-1)
-        return Value(x ** k, "", (self,), (k * x ** (k - 1),), f"**{k:g}")
+        try:
+            y = x ** k
+        except OverflowError:
+            raise OverflowError(f"Value **: {x!r} ** {k!r} overflows a float") from None
+        return Value(y, "", (self,), (_pow_local_grad(x, k),), f"**{k:g}")
 
     def __neg__(self) -> Value:
         return self * -1.0
@@ -187,19 +207,19 @@ def topological_order(root: Value) -> list[Value]:
     order equals that of the textbook recursive version.
     """
     order: list[Value] = []
-    visited: set[int] = set()
+    visited: set[Value] = set()  # Values hash by identity (no __eq__ is defined)
     stack: list[tuple[Value, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
         if children_done:
             order.append(node)
             continue
-        if id(node) in visited:
+        if node in visited:
             continue
-        visited.add(id(node))
+        visited.add(node)
         stack.append((node, True))
         for child in reversed(node._children):
-            if id(child) not in visited:
+            if child not in visited:
                 stack.append((child, False))
     return order
 

@@ -34,5 +34,8 @@ def show_source(obj) -> Source:
     except (TypeError, OSError) as e:
         raise TypeError(f"show_source: cannot get the source of {obj!r} ({e})") from None
     module = inspect.getmodule(obj)
-    title = f"{module.__name__}.{obj.__qualname__}" if module else obj.__qualname__
+    if inspect.ismodule(obj):  # a whole file: modules have no __qualname__
+        title = obj.__name__
+    else:
+        title = f"{module.__name__}.{obj.__qualname__}" if module else obj.__qualname__
     return Source(textwrap.dedent(text).rstrip(), title)

@@ -1,0 +1,609 @@
+"""The NumPy reverse-mode engine: one `Tensor` per array.
+
+A `Tensor` holds an ndarray (`data`), the gradient of the final output with
+respect to it (`grad`, None until `backward()` reaches it), the tensors it
+was computed from (`_children`), the backward rule of the operation that made
+it (`_backward`) and the arrays that rule needs (`_saved`).  Every backward
+rule is a vector-Jacobian product (VJP):
+
+    rule(g, saved, needs) -> one gradient per input (or None)
+
+`g` is d(root)/d(output) with the output's shape; each returned gradient has
+its input's shape (the shape-check rule, enforced by `backward`); `needs`
+says which inputs want a gradient (PyTorch's `ctx.needs_input_grad`), so a
+rule may skip work for inputs that are constants, such as a data batch.
+
+Design, as in `scalar.py`: the rules are plain functions (static methods next
+to their forward) that receive the saved arrays; no rule closes over its
+output tensor.  Every reference points from a tensor to its inputs, so a
+graph is freed by reference counting alone, with no reference cycle per node
+for Python's cyclic garbage collector to trace.  The walk is the scalar
+engine's iterative `topological_order` (it only reads `_children`).
+
+Semantics follow PyTorch: leaf gradients accumulate (`backward()` twice
+doubles them; call `zero_grad`), intermediate gradients are recomputed on
+every call, and broadcasting follows NumPy.  One difference: `transpose`
+follows NumPy (`transpose(*axes)` permutes all axes, `.T` reverses them),
+not `torch.transpose(dim0, dim1)`.
+
+Shape legend used in the comments: `(...)` any shape; `B` batch, `C`
+classes; `(..., m, n)` a stack of m x n matrices.
+
+What this module is not: a fast or complete library.  It is meant to be read.
+It imports NumPy and the scalar engine's graph walk, nothing else.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Iterable
+
+import numpy as np
+
+from .scalar import topological_order
+
+__all__ = ["Tensor", "unbroadcast", "softmax", "log_softmax", "cross_entropy", "zero_grad"]
+
+
+# ---- helpers -------------------------------------------------------------------
+
+def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum `grad` back down to `shape`, undoing NumPy broadcasting.
+
+    grad: (broadcast shape), shape: the input's shape -> (shape).
+    Broadcasting copies an input along two kinds of axes: *inserted* leading
+    axes (a (D,) bias added to (B, D)) and *stretched* size-1 axes ((B, 1)
+    against (B, D)).  An input used k times along an axis gets the sum of the
+    k gradients, so both kinds are summed away.
+    """
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)  # number of inserted leading axes
+    if extra < 0 or any(n != 1 and n != m for n, m in zip(shape, grad.shape[extra:])):
+        raise ValueError(f"unbroadcast: a gradient of shape {grad.shape} cannot come from "
+                         f"broadcasting shape {shape}")
+    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
+    summed = grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True)  # (1,..,1, shape)
+    return summed.reshape(shape)
+
+
+def _broadcast_shape(what: str, a: tuple, b: tuple) -> tuple:
+    """The broadcast shape of `a` and `b`, or a ValueError that starts with `what`
+    (the operation and both shapes, e.g. "add: (3, 4) + (5,)")."""
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        raise ValueError(f"{what}: shapes do not broadcast (aligned from the right, "
+                         "each pair of sizes must be equal or contain a 1)") from None
+
+
+def _normalize_axes(op: str, axis, ndim: int) -> tuple:
+    """`axis` (None, int or tuple of ints, possibly negative) as a sorted tuple of axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
+    """A new tensor made by `op`; it records its inputs only if one of them needs a gradient."""
+    out = Tensor.__new__(Tensor)
+    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out.grad = None
+    out._op = op
+    if any(t.requires_grad for t in inputs):
+        out.requires_grad = True
+        out._children, out._backward, out._saved = inputs, backward, saved
+    else:  # a constant: nothing to differentiate, so keep nothing alive
+        out.requires_grad = False
+        out._children, out._backward, out._saved = (), None, ()
+    return out
+
+
+class Tensor:
+    """An ndarray in a computation graph: `data`, `grad` and how it was made.
+
+    >>> x = Tensor([[1.0, 2.0]], requires_grad=True)      # (1, 2)
+    >>> w = Tensor([[3.0], [4.0]], requires_grad=True)    # (2, 1)
+    >>> y = (x @ w).sum(); y.backward()
+    >>> y.item(), x.grad.tolist(), w.grad.tolist()
+    (11.0, [[3.0, 4.0]], [[1.0], [2.0]])
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_children", "_backward", "_saved", "_op")
+    __array_ufunc__ = None  # make `ndarray @ Tensor` etc. call our reflected operators
+
+    def __init__(self, data, requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            data = data.data
+        arr = np.asarray(data)
+        # float64 by default; float32 is kept as is (a copy: the tensor owns its data)
+        self.data = np.array(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._children, self._backward, self._saved, self._op = (), None, (), ""
+
+    # ---- basics ------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def item(self) -> float:
+        """The value of a one-element tensor as a Python float."""
+        if self.data.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts to a number, shape is {self.shape}")
+        return float(self.data.reshape(()))
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def detach(self) -> Tensor:
+        """The same data as a new leaf that does not require a gradient."""
+        return Tensor(self.data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, precision=4, separator=", ", prefix="Tensor(")
+        extra = ", dtype=float32" if self.data.dtype == np.float32 else ""
+        extra += ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({body}{extra})"
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def _other(self, x, op: str) -> Tensor:
+        """`x` as a Tensor; a Python number takes this tensor's dtype."""
+        if isinstance(x, Tensor):
+            return x
+        if isinstance(x, numbers.Real) and not isinstance(x, bool):
+            return Tensor(np.asarray(x, dtype=self.data.dtype))
+        if isinstance(x, np.ndarray):
+            return Tensor(x)
+        raise TypeError(f"{op}: expected a Tensor, an ndarray or a number, got {type(x).__name__}")
+
+    # ---- matmul --------------------------------------------------------------
+
+    def __matmul__(self, other) -> Tensor:
+        """A @ B for (m, n) @ (n, k) -> (m, k), or stacks (..., m, n) @ (..., n, k)."""
+        other = self._other(other, "matmul")
+        a, b = self.data, other.data
+        if a.ndim < 2 or b.ndim < 2:
+            raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands need at least 2 "
+                             "dimensions (use reshape to make a row or a column)")
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dimensions "
+                             f"{a.shape[-1]} and {b.shape[-2]} differ")
+        _broadcast_shape(f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} "
+                         f"and {b.shape[:-2]}", a.shape[:-2], b.shape[:-2])
+        return _result(a @ b, (self, other), Tensor.matmul_backward, (a, b), "@")
+
+    @staticmethod
+    def matmul_backward(g, saved, needs):
+        """VJP of Z = A @ B.  Index form: Z_ik = sum_j A_ij B_jk, so
+        dL/dA_ij = sum_k G_ik B_jk = (G B^T)_ij and dL/dB_jk = sum_i A_ij G_ik = (A^T G)_jk.
+        g: (..., m, k), A: (..., m, n), B: (..., n, k) -> dA (..., m, n), dB (..., n, k)."""
+        a, b = saved
+        da = unbroadcast(g @ b.swapaxes(-1, -2), a.shape) if needs[0] else None  # (..., m, n)
+        db = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape) if needs[1] else None  # (..., n, k)
+        return da, db
+
+    def __rmatmul__(self, other) -> Tensor:
+        return self._other(other, "matmul") @ self
+
+    # ---- elementwise binary operations (with broadcasting) --------------------
+
+    def __add__(self, other) -> Tensor:
+        other = self._other(other, "add")
+        _broadcast_shape(f"add: {self.shape} + {other.shape}", self.shape, other.shape)
+        return _result(self.data + other.data, (self, other), Tensor.add_backward,
+                       (self.shape, other.shape), "+")
+
+    @staticmethod
+    def add_backward(g, saved, needs):
+        """VJP of a + b: both sides get g, summed over the axes broadcasting added."""
+        a_shape, b_shape = saved
+        return (unbroadcast(g, a_shape) if needs[0] else None,
+                unbroadcast(g, b_shape) if needs[1] else None)
+
+    def __sub__(self, other) -> Tensor:
+        other = self._other(other, "sub")
+        _broadcast_shape(f"sub: {self.shape} - {other.shape}", self.shape, other.shape)
+        return _result(self.data - other.data, (self, other), Tensor.sub_backward,
+                       (self.shape, other.shape), "-")
+
+    @staticmethod
+    def sub_backward(g, saved, needs):
+        """VJP of a - b: a gets g, b gets -g (each unbroadcast to its shape)."""
+        a_shape, b_shape = saved
+        return (unbroadcast(g, a_shape) if needs[0] else None,
+                unbroadcast(-g, b_shape) if needs[1] else None)
+
+    def __mul__(self, other) -> Tensor:
+        other = self._other(other, "mul")
+        _broadcast_shape(f"mul: {self.shape} * {other.shape}", self.shape, other.shape)
+        return _result(self.data * other.data, (self, other), Tensor.mul_backward,
+                       (self.data, other.data), "*")
+
+    @staticmethod
+    def mul_backward(g, saved, needs):
+        """VJP of a * b: a diagonal Jacobian, so elementwise products: g*b and g*a."""
+        a, b = saved
+        return (unbroadcast(g * b, a.shape) if needs[0] else None,
+                unbroadcast(g * a, b.shape) if needs[1] else None)
+
+    def __truediv__(self, other) -> Tensor:
+        other = self._other(other, "div")
+        _broadcast_shape(f"div: {self.shape} / {other.shape}", self.shape, other.shape)
+        return _result(self.data / other.data, (self, other), Tensor.div_backward,
+                       (self.data, other.data), "/")
+
+    @staticmethod
+    def div_backward(g, saved, needs):
+        """VJP of a / b: d/da = 1/b, d/db = -a/b^2, elementwise."""
+        a, b = saved
+        return (unbroadcast(g / b, a.shape) if needs[0] else None,
+                unbroadcast(-g * a / (b * b), b.shape) if needs[1] else None)
+
+    def __radd__(self, other) -> Tensor:
+        return self._other(other, "add") + self
+
+    def __rsub__(self, other) -> Tensor:
+        return self._other(other, "sub") - self
+
+    def __rmul__(self, other) -> Tensor:
+        return self._other(other, "mul") * self
+
+    def __rtruediv__(self, other) -> Tensor:
+        return self._other(other, "div") / self
+
+    # ---- elementwise unary operations (diagonal Jacobians) --------------------
+    # Each VJP is g times the elementwise derivative; shapes stay (...).
+
+    def __pow__(self, k) -> Tensor:
+        if isinstance(k, Tensor) or not isinstance(k, numbers.Real) or isinstance(k, bool):
+            raise TypeError("pow: only a number exponent is supported (int or float), got "
+                            f"{type(k).__name__}; write (k * x.log()).exp() for a tensor exponent")
+        return _result(self.data ** k, (self,), Tensor.pow_backward, (self.data, k), f"**{k:g}")
+
+    @staticmethod
+    def pow_backward(g, saved, needs):
+        """VJP of x ** k: g * k x^(k-1)."""
+        x, k = saved
+        return (g * (k * x ** (k - 1)),)
+
+    def __rpow__(self, base):
+        raise TypeError("pow: a tensor exponent is not supported; "
+                        "write (x * log(base)).exp() for base ** x")
+
+    def __neg__(self) -> Tensor:
+        return _result(-self.data, (self,), Tensor.neg_backward, (), "neg")
+
+    @staticmethod
+    def neg_backward(g, saved, needs):
+        """VJP of -x: -g."""
+        return (-g,)
+
+    def exp(self) -> Tensor:
+        e = np.exp(self.data)
+        return _result(e, (self,), Tensor.exp_backward, (e,), "exp")
+
+    @staticmethod
+    def exp_backward(g, saved, needs):
+        """VJP of exp(x): g * exp(x), using the saved output."""
+        (e,) = saved
+        return (g * e,)
+
+    def log(self) -> Tensor:
+        x = self.data
+        bad = x <= 0
+        if bad.any():
+            raise ValueError(f"log: defined for positive numbers; {int(bad.sum())} of {x.size} "
+                             f"entries are <= 0 (smallest {x.min():.4g}), shape {x.shape}")
+        return _result(np.log(x), (self,), Tensor.log_backward, (x,), "log")
+
+    @staticmethod
+    def log_backward(g, saved, needs):
+        """VJP of log(x): g / x."""
+        (x,) = saved
+        return (g / x,)
+
+    def tanh(self) -> Tensor:
+        t = np.tanh(self.data)
+        return _result(t, (self,), Tensor.tanh_backward, (t,), "tanh")
+
+    @staticmethod
+    def tanh_backward(g, saved, needs):
+        """VJP of tanh(x): g * (1 - tanh(x)^2), using the saved output."""
+        (t,) = saved
+        return (g * (1 - t * t),)
+
+    def relu(self) -> Tensor:
+        mask = self.data > 0  # the kink at 0 gets derivative 0, as in PyTorch
+        return _result(np.where(mask, self.data, 0).astype(self.data.dtype, copy=False),
+                       (self,), Tensor.relu_backward, (mask,), "relu")
+
+    @staticmethod
+    def relu_backward(g, saved, needs):
+        """VJP of relu(x): g where x > 0, else 0."""
+        (mask,) = saved
+        return (g * mask,)
+
+    def sigmoid(self) -> Tensor:
+        x = self.data
+        e = np.exp(-np.abs(x))  # <= 1: never overflows
+        s = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+        return _result(s, (self,), Tensor.sigmoid_backward, (s,), "sigmoid")
+
+    @staticmethod
+    def sigmoid_backward(g, saved, needs):
+        """VJP of sigmoid(x): g * s (1 - s), using the saved output s."""
+        (s,) = saved
+        return (g * (s * (1 - s)),)
+
+    # ---- reductions ------------------------------------------------------------
+
+    def sum(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (None: all).  (...) -> the shape without (or with 1 at) those axes."""
+        axes = _normalize_axes("sum", axis, self.ndim)
+        return _result(self.data.sum(axis=axes, keepdims=keepdims), (self,), Tensor.sum_backward,
+                       (self.shape, axes, keepdims), "sum")
+
+    @staticmethod
+    def sum_backward(g, saved, needs):
+        """VJP of a sum: every summed entry gets the same g, copied back along the summed axes."""
+        in_shape, axes, keepdims = saved
+        if not keepdims:
+            g = np.expand_dims(g, axes)      # put back the summed axes with size 1
+        return (np.broadcast_to(g, in_shape),)  # (in_shape), a read-only view
+
+    def mean(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Mean over `axis` (None: all); shapes as in `sum`."""
+        axes = _normalize_axes("mean", axis, self.ndim)
+        count = int(np.prod([self.shape[a] for a in axes]))
+        return _result(self.data.mean(axis=axes, keepdims=keepdims), (self,), Tensor.mean_backward,
+                       (self.shape, axes, keepdims, count), "mean")
+
+    @staticmethod
+    def mean_backward(g, saved, needs):
+        """VJP of a mean: the sum's VJP divided by the number of entries averaged."""
+        in_shape, axes, keepdims, count = saved
+        (gx,) = Tensor.sum_backward(g, (in_shape, axes, keepdims), needs)
+        return (gx / count,)
+
+    def max(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Maximum over `axis` (None: all).  Ties share the gradient equally (like torch.amax)."""
+        axes = _normalize_axes("max", axis, self.ndim)
+        if self.size == 0:
+            raise ValueError(f"max: the tensor of shape {self.shape} is empty")
+        m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
+        out = m if keepdims else np.squeeze(m, axis=axes)
+        return _result(out, (self,), Tensor.max_backward, (self.data, m, axes, keepdims), "max")
+
+    @staticmethod
+    def max_backward(g, saved, needs):
+        """VJP of max: g goes to the entries equal to the maximum, split among ties."""
+        x, m, axes, keepdims = saved
+        if not keepdims:
+            g = np.expand_dims(g, axes)
+        hit = x == m                                          # (...) where the max was taken
+        return (hit * (g / hit.sum(axis=axes, keepdims=True)),)
+
+    # ---- shape operations ------------------------------------------------------------
+
+    def reshape(self, *shape) -> Tensor:
+        """The same entries in a new shape: t.reshape(2, 3) or t.reshape((2, 3)); -1 allowed."""
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        try:
+            out = self.data.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot reshape {self.shape} ({self.size} entries) "
+                             f"into {tuple(shape)}") from None
+        return _result(out, (self,), Tensor.reshape_backward, (self.shape,), "reshape")
+
+    @staticmethod
+    def reshape_backward(g, saved, needs):
+        """VJP of reshape: reshape g back to the input's shape."""
+        (in_shape,) = saved
+        return (g.reshape(in_shape),)
+
+    def transpose(self, *axes) -> Tensor:
+        """Permute the axes as NumPy does: no argument reverses them; else a permutation."""
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(axes[0])
+        if not axes:
+            axes = tuple(reversed(range(self.ndim)))
+        if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"transpose: {axes} is not a permutation of the axes of a tensor "
+                             f"of shape {self.shape}")
+        axes = tuple(a % self.ndim for a in axes)
+        return _result(self.data.transpose(axes), (self,), Tensor.transpose_backward, (axes,), "T")
+
+    @staticmethod
+    def transpose_backward(g, saved, needs):
+        """VJP of a transpose: transpose g by the inverse permutation."""
+        (axes,) = saved
+        return (g.transpose(np.argsort(axes)),)
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def __getitem__(self, index) -> Tensor:
+        """NumPy indexing: slices, integers, integer arrays, masks."""
+        if isinstance(index, Tensor):
+            index = index.data
+        try:
+            out = self.data[index]
+        except IndexError as e:
+            raise IndexError(f"index: {e} (tensor shape {self.shape})") from None
+        return _result(np.array(out), (self,), Tensor.getitem_backward,
+                       (self.shape, self.data.dtype, index), "index")
+
+    @staticmethod
+    def getitem_backward(g, saved, needs):
+        """VJP of indexing: scatter-add g into zeros.  np.add.at adds once per occurrence, so
+        an entry picked twice (x[[0, 0]]) gets both gradients; `zeros[index] += g` would not."""
+        in_shape, dtype, index = saved
+        gx = np.zeros(in_shape, dtype=dtype)  # (in_shape)
+        np.add.at(gx, index, g)
+        return (gx,)
+
+    # ---- softmax family ------------------------------------------------------------
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted (no overflow)."""
+        (ax,) = _normalize_axes("softmax", axis, self.ndim)
+        z = self.data - self.data.max(axis=ax, keepdims=True)
+        e = np.exp(z)
+        s = e / e.sum(axis=ax, keepdims=True)
+        return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
+
+    @staticmethod
+    def softmax_backward(g, saved, needs):
+        """VJP of softmax.  Its Jacobian along the axis is diag(s) - s s^T, so
+        g^T J = s * (g - (g . s)): no Jacobian is ever built."""
+        s, ax = saved
+        return (s * (g - (g * s).sum(axis=ax, keepdims=True)),)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        """x - logsumexp(x) along `axis`, with the max subtracted first (stable)."""
+        (ax,) = _normalize_axes("log_softmax", axis, self.ndim)
+        z = self.data - self.data.max(axis=ax, keepdims=True)
+        out = z - np.log(np.exp(z).sum(axis=ax, keepdims=True))
+        return _result(out, (self,), Tensor.log_softmax_backward, (out, ax), "log_softmax")
+
+    @staticmethod
+    def log_softmax_backward(g, saved, needs):
+        """VJP of log_softmax: g - softmax(x) * sum(g) along the axis (softmax = exp(output))."""
+        out, ax = saved
+        return (g - np.exp(out) * g.sum(axis=ax, keepdims=True),)
+
+    # ---- the backward pass ------------------------------------------------------------
+
+    def backward(self, grad=None) -> None:
+        """Fill in `grad` of every tensor this one depends on: d(self)/d(tensor).
+
+        `grad` is the seed d(root)/d(self); it may be omitted only for a
+        one-element tensor (a loss), where it is 1.  Like PyTorch (and the
+        scalar engine), leaf gradients accumulate - `backward()` twice doubles
+        them - while gradients of intermediate tensors are recomputed.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("backward: this tensor does not require a gradient (none of the "
+                               "tensors it was computed from has requires_grad=True)")
+        if grad is None:
+            if self.size != 1:
+                raise RuntimeError(f"backward: the output has shape {self.shape}, not a single "
+                                   "number; pass grad= (an array of that shape) or reduce it "
+                                   "first, e.g. y.sum().backward()")
+            seed = np.ones_like(self.data)
+        else:
+            seed = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.data.dtype)
+            if seed.shape != self.shape:
+                raise ValueError(f"backward: grad has shape {seed.shape} but the output has "
+                                 f"shape {self.shape}; they must be equal")
+        order = topological_order(self)
+        for node in order:
+            if node._children:
+                node.grad = None  # intermediate: recomputed from zero
+        _accumulate(self, seed, "seed")
+        for node in reversed(order):
+            if not node._children or node.grad is None:
+                continue
+            children = node._children
+            needs = tuple(c.requires_grad for c in children)
+            grads = node._backward(node.grad, node._saved, needs)
+            for child, g, need in zip(children, grads, needs):
+                if need:
+                    _accumulate(child, g, node._op)
+
+    def zero_grad(self) -> None:
+        """Forget the gradient (set it to None), before the next backward pass."""
+        self.grad = None
+
+
+def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
+    """node.grad += g, checking the shape-check rule: a gradient has its tensor's shape."""
+    if g.shape != node.data.shape:
+        raise RuntimeError(f"backward of {op}: a gradient of shape {g.shape} for an input of "
+                           f"shape {node.data.shape}; a gradient must have its input's shape")
+    if node.grad is None:
+        # A leaf owns a fresh, writable copy; an intermediate may share (it is never written in place).
+        node.grad = g.astype(node.data.dtype, copy=not node._children)
+    else:
+        node.grad = node.grad + g  # out of place: g may be a view of another tensor's gradient
+
+
+# ---- functions ------------------------------------------------------------------
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Softmax of `x` along `axis` (see `Tensor.softmax`)."""
+    return x.softmax(axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Log-softmax of `x` along `axis` (see `Tensor.log_softmax`)."""
+    return x.log_softmax(axis)
+
+
+def cross_entropy(logits: Tensor, targets) -> Tensor:
+    """Mean over the batch of -log softmax(logits)[target].
+
+    logits: (B, C), targets: (B,) integer classes in [0, C) -> a scalar ().
+    Computed from log-softmax with the max subtracted, so huge logits are fine.
+    """
+    z = logits.data
+    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    if z.ndim != 2:
+        raise ValueError(f"cross_entropy: logits must be (B, C), got shape {z.shape}")
+    if t.dtype.kind == "f" and np.all(t == np.round(t)):
+        t = t.astype(np.int64)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype {t.dtype}")
+    if t.shape != (z.shape[0],):
+        raise ValueError(f"cross_entropy: logits {z.shape} need targets of shape ({z.shape[0]},), "
+                         f"got {t.shape}")
+    if t.size and (t.min() < 0 or t.max() >= z.shape[1]):
+        raise ValueError(f"cross_entropy: targets must lie in [0, {z.shape[1]}), got values "
+                         f"from {t.min()} to {t.max()}")
+    shifted = z - z.max(axis=1, keepdims=True)                               # (B, C)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))      # (B, C)
+    rows = np.arange(z.shape[0])
+    loss = -logp[rows, t].mean()                                             # ()
+    return _result(np.asarray(loss, dtype=z.dtype), (logits,), cross_entropy_backward,
+                   (logp, t), "cross_entropy")
+
+
+def cross_entropy_backward(g, saved, needs):
+    """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits), y one-hot."""
+    logp, t = saved
+    p = np.exp(logp)                      # (B, C)
+    p[np.arange(len(t)), t] -= 1          # p - y
+    return (p * (g / len(t)),)
+
+
+def zero_grad(tensors: Iterable[Tensor]) -> None:
+    """Set `grad = None` on every given tensor (call it between training steps)."""
+    for t in tensors:
+        t.grad = None

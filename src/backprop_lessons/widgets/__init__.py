@@ -1,0 +1,19 @@
+"""Interactive steppers that work in Jupyter, in Colab and in the static book.
+
+Every frame (an SVG drawing of the graph plus a short HTML explanation) is
+computed in Python when the widget is built and stored in the widget's state.
+A small ES module (`stepper.js`, run by anywidget) only switches between
+frames, so stepping needs no kernel: the rendered book, where no Python runs,
+plays the same frames as a live notebook.  The current frame is the synced
+trait `index`, so Python can drive a live widget too.
+
+    BackwardStepper   the chain rule applied node by node in reverse order
+    TopoSortStepper   the depth-first search that builds the order
+
+`widgets` may import the engines and `viz`; no engine imports `widgets`.
+"""
+
+from .backward import BackwardStepper, backward_frames
+from .toposort import TopoSortStepper, toposort_frames
+
+__all__ = ["BackwardStepper", "TopoSortStepper", "backward_frames", "toposort_frames"]

@@ -1,0 +1,158 @@
+"""`BackwardStepper`: the backward pass of a scalar graph, one node at a time.
+
+The frames replay exactly what `Value.backward()` does, starting from zeroed
+gradients (the stepper resets them itself, so it shows a clean pass however
+often `backward()` ran before):
+
+    frame 0       every gradient is 0
+    frame 1       the seed: root.grad = 1
+    frame 2, ...  one per value in reverse topological order; a value with
+                  inputs pushes its (complete) gradient to each of them:
+                  input.grad += local_grad * node.grad
+
+The user's graph is never touched: the frames keep their own copy of the
+gradients, so `grad` of every value is the same before and after.
+"""
+
+from __future__ import annotations
+
+from ..scalar import Value, topological_order
+from ..viz.graph import HIGHLIGHT, RECEIVED
+from .stepper import (FrameStepper, check_size, chips, draw_frame, esc, legend_html, num,
+                      value_names)
+
+__all__ = ["BackwardStepper", "backward_frames"]
+
+RECEIVING = "#ffccbc"   # inputs receiving a contribution in this step
+
+_LEGEND = [
+    (HIGHLIGHT, "node being processed: its gradient is complete"),
+    (RECEIVING, "its inputs: receiving a contribution"),
+    (RECEIVED, "processed"),
+]
+
+
+def _draw(root, order, names, grads, current=None, receiving=(), done=(), digits=4) -> str:
+    """SVG of the graph with the given gradients; colours as in the legend."""
+    fills = {id(v): RECEIVED for v in order if id(v) in done}
+    fills.update({i: RECEIVING for i in receiving})
+    op_fills = {}
+    if current is not None:
+        fills[id(current)] = op_fills[id(current)] = HIGHLIGHT
+    return draw_frame(root, order, names, fills=fills, grads=grads, op_fills=op_fills,
+                      digits=digits)
+
+
+def _formula(node, names) -> str:
+    """`c * d`, `relu(e)`, `x**2`: how a value was computed, in its inputs' names."""
+    ins = [esc(names[id(c)]) for c in node._children]
+    op = esc(node._op)
+    if len(ins) == 2:
+        return f"{ins[0]} {op} {ins[1]}"
+    if op.startswith("**"):
+        return f"{ins[0]}{op}"
+    return f"{op}({', '.join(ins)})"
+
+
+def _grads_html(order, names, grads, changed) -> str:
+    items = []
+    for v in order:
+        cls = ' class="bl-changed"' if id(v) in changed else ""
+        items.append(f"<span{cls}>{esc(names[id(v)])} <b>{num(grads[id(v)])}</b></span>")
+    return chips(items)
+
+
+def backward_frames(root: Value, digits: int = 4) -> list[dict]:
+    """All frames of the backward pass from `root` (see the module docstring)."""
+    if not isinstance(root, Value):
+        raise TypeError(f"BackwardStepper: expected a Value as the root, got {type(root).__name__}")
+    order = topological_order(root)
+    check_size(order, "BackwardStepper")
+    names = value_names(order)
+    rname = esc(names[id(root)])
+    grads = {id(v): 0.0 for v in order}
+    frames = []
+
+    def frame(caption, html, node=None, updates=(), current=None, receiving=(), done=()):
+        return {
+            "caption": caption,
+            "html": html,
+            "svg": _draw(root, order, names, grads, current, receiving, done, digits),
+            "node": None if node is None else names[id(node)],
+            "updates": list(updates),
+            "grads": {names[id(v)]: grads[id(v)] for v in order},
+        }
+
+    frames.append(frame(
+        "Start: every gradient is 0.",
+        f"<p>The stepper sets every <code>grad</code> to 0 first, so it always shows a "
+        f"clean pass. Next: seed the output <b>{rname}</b>.</p>"
+        + f'<div class="bl-row"><span class="bl-key">grads</span>'
+          f"{_grads_html(order, names, grads, ())}</div>"))
+
+    grads[id(root)] = 1.0
+    frames.append(frame(
+        f"Seed: {rname}.grad = 1, because ∂{rname}/∂{rname} = 1.",
+        f"<p>The gradient of the output with respect to itself is 1. Now walk the "
+        f"{len(order)} values in reverse topological order.</p>"
+        + f'<div class="bl-row"><span class="bl-key">grads</span>'
+          f"{_grads_html(order, names, grads, {id(root)})}</div>",
+        node=root, receiving={id(root)}))
+
+    done: set[int] = set()
+    for k, node in enumerate(reversed(order), start=1):
+        n = esc(names[id(node)])
+        g = grads[id(node)]
+        updates, changed, rows = [], set(), []
+        for child, local in zip(node._children, node._local_grads):
+            before = grads[id(child)]
+            contribution = local * g
+            grads[id(child)] = before + contribution
+            changed.add(id(child))
+            c = esc(names[id(child)])
+            updates.append({"input": names[id(child)], "local": local, "upstream": g,
+                            "contribution": contribution, "before": before,
+                            "after": grads[id(child)]})
+            rows.append(f"<tr><td>{c}</td><td>{num(local)}</td><td>{num(g)}</td>"
+                        f"<td>{num(contribution)}</td>"
+                        f"<td>{num(before)} &rarr; <b>{num(grads[id(child)])}</b></td></tr>")
+        head = f"Value {k} of {len(order)} in reverse order: "
+        if node._children:
+            caption = (head + f"{n} = {_formula(node, names)} pushes its gradient "
+                       f"{num(g)} to its input{'s' if len(node._children) > 1 else ''}.")
+            html = (f"<p>Chain rule: <code>input.grad += (∂{n}/∂input) &times; "
+                    f"∂{rname}/∂{n}</code></p>"
+                    f'<table class="bl-table"><thead><tr><th>input</th>'
+                    f"<th>local ∂{n}/∂input</th><th>upstream ∂{rname}/∂{n}</th>"
+                    f"<th>contribution</th><th>input.grad</th></tr></thead>"
+                    f"<tbody>{''.join(rows)}</tbody></table>")
+        else:
+            caption = head + f"{n} is a leaf: its gradient {num(g)} is final; nothing to push."
+            html = (f"<p>{n} was made from no other value (an input, parameter or "
+                    f"constant), so the walk has nothing to pass on.</p>")
+        if k == len(order):
+            caption += " Backward pass complete."
+        html += (f'<div class="bl-row"><span class="bl-key">grads</span>'
+                 f"{_grads_html(order, names, grads, changed)}</div>")
+        frames.append(frame(caption, html, node=node, updates=updates, current=node,
+                            receiving=changed, done=done))
+        done.add(id(node))
+    return frames
+
+
+class BackwardStepper(FrameStepper):
+    """Step through `root.backward()`: the graph, the current node, the chain-rule update.
+
+    >>> stepper = BackwardStepper(f)   # doctest: +SKIP
+    >>> stepper                        # in Jupyter: the interactive widget
+    BackwardStepper(7 steps on a graph of 6 values)
+    """
+
+    def __init__(self, root: Value, *, digits: int = 4, **kwargs):
+        frames = backward_frames(root, digits=digits)
+        self._n_values = len(frames[0]["grads"])
+        kwargs.setdefault("title", "Backward pass, one node at a time")
+        super().__init__(frames=frames, legend=legend_html(_LEGEND), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"BackwardStepper({self.steps} steps on a graph of {self._n_values} values)"
