@@ -1,0 +1,162 @@
+"""A deep, square MLP with a hand-written backward: the vanishing-gradient experiment.
+
+    H0 = X;  for l = 1..L:  Z_l = H_{l-1} W_l + b_l,  H_l = act(Z_l)   (+ H_{l-1} if residual)
+    logits = H_L W_out + b_out;  loss = mean cross-entropy
+
+Every hidden layer has the same width n (the input too), so depth is the only
+thing that changes between experiments.  `layer_gradient_norms` returns the
+norm of dL/dW_l for each hidden layer, which chapter 5 plots on a log scale:
+with sigmoid, each layer down multiplies the backward signal by
+sigmoid'(Z) <= 1/4 (times the weights' gain), so the norms fall
+geometrically toward the input; with ReLU and He initialisation they do not.
+
+Shape legend: B batch, n width, K classes, L depth.  NumPy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mlp3 import log_softmax, one_hot, sigmoid
+
+__all__ = ["DeepMLP", "ACTIVATIONS", "INITS", "layer_gradient_norms", "per_layer_ratio"]
+
+
+# Each activation with its derivative written in terms of its *output* H, so the
+# cache keeps only H (Z is never needed again).
+ACTIVATIONS = {
+    "sigmoid": (sigmoid, lambda H: H * (1 - H)),  # sigma' = sigma (1 - sigma) <= 1/4
+    "tanh": (np.tanh, lambda H: 1 - H * H),  # tanh' = 1 - tanh^2 <= 1
+    # relu' is 1 where the unit is on, 0 where it is off (and 0 at the kink, as in PyTorch)
+    "relu": (lambda Z: np.maximum(Z, 0), lambda H: (H > 0).astype(H.dtype)),
+}
+
+# Standard deviation of a weight as a function of (fan_in, fan_out).
+INITS = {
+    "xavier": lambda fan_in, fan_out: np.sqrt(2.0 / (fan_in + fan_out)),  # Glorot & Bengio 2010
+    "he": lambda fan_in, fan_out: np.sqrt(2.0 / fan_in),  # He et al. 2015, for ReLU
+}
+
+
+class DeepMLP:
+    """L hidden layers of width n with one activation, then a linear layer to K logits.
+
+    `residual=True` adds each hidden layer's input to its output
+    (H_l = H_{l-1} + act(Z_l)), giving the gradient an identity path around
+    every activation.  Parameters: W1..WL (n, n), b1..bL (n,), W_out (n, K),
+    b_out (K,); biases start at 0, weights as N(0, std^2) with the std of `init`.
+    """
+
+    def __init__(self, width: int, depth: int, K: int = 10, activation: str = "sigmoid",
+                 init: str = "xavier", residual: bool = False, seed: int = 0):
+        for name, v in (("width", width), ("depth", depth), ("K", K)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"DeepMLP: {name} must be a positive int, got {v!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"DeepMLP: activation must be one of {sorted(ACTIVATIONS)}, "
+                             f"got {activation!r}")
+        if init not in INITS:
+            raise ValueError(f"DeepMLP: init must be one of {sorted(INITS)}, got {init!r}")
+        self.width, self.depth, self.K = int(width), int(depth), int(K)
+        self.activation, self.init, self.residual = activation, init, bool(residual)
+        rng = np.random.default_rng(seed)
+        self.params: dict[str, np.ndarray] = {}
+        for name, shape in self.param_shapes().items():
+            if name.startswith("W"):
+                std = INITS[init](*shape)
+                self.params[name] = rng.standard_normal(shape) * std
+            else:
+                self.params[name] = np.zeros(shape)
+        self.cache: dict | None = None
+
+    def param_shapes(self) -> dict[str, tuple]:
+        """Names and shapes, input side first."""
+        n, shapes = self.width, {}
+        for l in range(1, self.depth + 1):
+            shapes[f"W{l}"], shapes[f"b{l}"] = (n, n), (n,)
+        shapes["W_out"], shapes["b_out"] = (n, self.K), (self.K,)
+        return shapes
+
+    def __repr__(self) -> str:
+        return (f"DeepMLP(width={self.width}, depth={self.depth}, K={self.K}, "
+                f"activation={self.activation!r}, init={self.init!r}, residual={self.residual})")
+
+    def forward(self, X) -> np.ndarray:
+        """Class probabilities (B, K) for X (B, n); caches every hidden output."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.width or X.shape[0] == 0:
+            raise ValueError(f"DeepMLP.forward: X must have shape (B, {self.width}) with B >= 1, "
+                             f"got {X.shape}")
+        act, _ = ACTIVATIONS[self.activation]
+        p, H = self.params, X             # (B, n)
+        Hs, As = [X], []                  # H_0..H_L and act(Z_1)..act(Z_L)
+        for l in range(1, self.depth + 1):
+            A = act(H @ p[f"W{l}"] + p[f"b{l}"])  # (B, n)
+            H = H + A if self.residual else A  # (B, n)
+            Hs.append(H)
+            As.append(A)
+        logP = log_softmax(H @ p["W_out"] + p["b_out"])  # (B, K)
+        self.cache = {"Hs": Hs, "As": As, "logP": logP}
+        return np.exp(logP)               # (B, K)
+
+    def loss(self, y) -> float:
+        """Mean cross-entropy of the cached batch for integer labels y (B,)."""
+        if self.cache is None:
+            raise RuntimeError("DeepMLP.loss: call forward(X) first")
+        logP = self.cache["logP"]         # (B, K)
+        Y = one_hot(y, self.K)            # (B, K)
+        return float(-(Y * logP).sum() / logP.shape[0])
+
+    def backward(self, y) -> dict[str, np.ndarray]:
+        """Gradients of the mean cross-entropy for integer labels y (B,), every parameter."""
+        if self.cache is None:
+            raise RuntimeError("DeepMLP.backward: call forward(X) first")
+        _, act_grad = ACTIVATIONS[self.activation]
+        p, Hs, As = self.params, self.cache["Hs"], self.cache["As"]
+        B = Hs[0].shape[0]
+        y = np.asarray(y)
+        if y.shape != (B,):
+            raise ValueError(f"DeepMLP.backward: need {B} integer labels, got shape {y.shape}")
+        delta = (np.exp(self.cache["logP"]) - one_hot(y, self.K)) / B  # (B, K)  dL/dlogits
+        grads = {"W_out": Hs[-1].T @ delta,  # (n, K)
+                 "b_out": delta.sum(axis=0)}  # (K,)
+        dH = delta @ p["W_out"].T         # (B, n)  dL/dH_L
+        for l in range(self.depth, 0, -1):
+            dZ = dH * act_grad(As[l - 1]) # (B, n)  dL/dZ_l
+            grads[f"W{l}"] = Hs[l - 1].T @ dZ  # (n, n)
+            grads[f"b{l}"] = dZ.sum(axis=0)  # (n,)
+            dH_below = dZ @ p[f"W{l}"].T  # (B, n)  through the layer
+            dH = dH + dH_below if self.residual else dH_below  # (B, n)  plus the identity path
+        return {name: grads[name] for name in self.params}  # input-side order
+
+
+def layer_gradient_norms(depth: int = 20, width: int = 64, activation: str = "sigmoid",
+                         init: str = "xavier", residual: bool = False, batch: int = 128,
+                         K: int = 10, seed: int = 0) -> np.ndarray:
+    """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side first.
+
+    One forward and backward pass of a freshly initialised `DeepMLP` on a
+    batch of standard-normal inputs with random labels (all from `seed`).
+    """
+    model = DeepMLP(width, depth, K, activation, init, residual, seed)
+    rng = np.random.default_rng(seed + 1)
+    X = rng.standard_normal((batch, width))  # (B, n)
+    y = rng.integers(0, K, size=batch)    # (B,)
+    model.forward(X)
+    grads = model.backward(y)
+    return np.array([np.linalg.norm(grads[f"W{l}"]) for l in range(1, depth + 1)])
+
+
+def per_layer_ratio(norms) -> float:
+    """The factor by which the gradient norm changes per layer toward the input.
+
+    Fitted as exp(-slope) of a least-squares line through log(norm) against
+    the layer index (input side first): 0.25 means each layer down keeps a
+    quarter of the gradient; 1.0 means no decay.
+    """
+    norms = np.asarray(norms, dtype=np.float64)
+    if norms.ndim != 1 or norms.size < 2 or np.any(norms <= 0):
+        raise ValueError("per_layer_ratio: need at least 2 positive norms in a 1-D array, "
+                         f"got {norms!r}")
+    slope = np.polyfit(np.arange(norms.size), np.log(norms), 1)[0]
+    return float(np.exp(-slope))
