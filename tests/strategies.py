@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-__all__ = ["floats", "positive_floats", "nonzero_floats", "exponents",
+__all__ = ["floats", "positive_floats", "nonzero_floats", "exponents", "OPERATIONS",
            "ExpressionGraph", "expression_graphs", "evaluate_graph", "float_unary"]
 
 
@@ -157,8 +157,8 @@ def _safe(step: tuple, nodes: list[float]) -> bool:
     except (OverflowError, ValueError, ZeroDivisionError):
         return False
     # No catastrophic cancellation: a sum much smaller than its terms would
-    # turn a one-ulp difference between engines (x / y is computed as
-    # x * y ** -1 here) into a large relative one.
+    # turn a one-ulp difference between the engines (ours computes x / y as
+    # x * y ** -1, PyTorch divides) into a large relative one.
     operands = [a, nodes[rest[0]]] if op in _BINARY else [a] + rest
     if op in ("add", "sub", "add_c", "c_add", "sub_c", "c_sub"):
         if abs(value) < 1e-2 * max(abs(t) for t in operands):

@@ -19,6 +19,12 @@ __all__ = ["Neuron", "Layer", "MLP"]
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
 
 
+def _check_size(op: str, name: str, n) -> None:
+    """Sizes are positive ints (bool is not a size, though Python calls it an int)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{op}: {name} must be a positive int, got {n!r}")
+
+
 class Module:
     """Anything with parameters: `parameters()` and `zero_grad()`."""
 
@@ -37,8 +43,7 @@ class Neuron(Module):
     """
 
     def __init__(self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None):
-        if not isinstance(nin, int) or nin < 1:
-            raise ValueError(f"Neuron: nin must be a positive int, got {nin!r}")
+        _check_size("Neuron", "nin", nin)
         if nonlin not in _NONLINEARITIES:
             raise ValueError(f"Neuron: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}")
         rng = rng or random.Random(0)
@@ -71,6 +76,7 @@ class Layer(Module):
 
     def __init__(self, nin: int, nout: int, nonlin: str = "tanh",
                  rng: random.Random | None = None):
+        _check_size("Layer", "nout", nout)
         rng = rng or random.Random(0)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
@@ -94,6 +100,10 @@ class MLP(Module):
     """
 
     def __init__(self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0):
+        if len(nouts) == 0:
+            raise ValueError("MLP: nouts must list at least one layer size, got []")
+        for n in nouts:
+            _check_size("MLP", "every layer size", n)
         rng = random.Random(seed)
         sizes = [nin] + list(nouts)
         self.layers = [

@@ -9,6 +9,7 @@ SVG text - which is what lets nbval compare drawings across runs.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Iterable
 
 import graphviz
@@ -48,6 +49,11 @@ class GraphDrawing(graphviz.Digraph):
     def __repr__(self) -> str:
         n_values = sum("shape=record" in line for line in self.body)
         return f"<computation graph: {n_values} values>"
+
+
+def _escape(label: str) -> str:
+    """Backslash the characters that structure a graphviz record label."""
+    return re.sub(r"([|{}<>\\])", r"\\\1", label)
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -90,7 +96,7 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
                        edge_attr=edge_attr)
     for v in order:
         n = name[id(v)]
-        fields = [v.label or " ", f"data {_fmt(v.data, digits)}"]
+        fields = [_escape(v.label) or " ", f"data {_fmt(v.data, digits)}"]
         if show_grad:
             fields.append(f"grad {_fmt(v.grad, digits)}")
         style = {}

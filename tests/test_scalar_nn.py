@@ -1,0 +1,167 @@
+"""Tests of `backprop_lessons.scalar_nn`: Neuron, Layer and MLP on scalar Values.
+
+The gradient test copies an MLP's weights into float64 PyTorch tensors,
+computes the same loss there, and compares every parameter's gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from backprop_lessons.scalar import Value
+from backprop_lessons.scalar_nn import MLP, Layer, Neuron
+
+BATCH = [([0.5, -1.2], 1.0), ([-0.3, 0.8], -1.0), ([1.5, 0.1], 0.5), ([0.0, -0.7], 0.0)]
+
+
+def squared_error(model, batch) -> Value:
+    """sum over the batch of (model(x) - y)^2."""
+    loss = Value(0.0)
+    for x, y in batch:
+        loss = loss + (model(x) - y) ** 2
+    return loss
+
+
+def torch_mlp_loss(model: MLP, batch):
+    """The same loss in float64 PyTorch; returns (loss, [(W, b) per layer])."""
+    act = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid,
+           "linear": lambda z: z}
+    params = []
+    for layer in model.layers:
+        W = torch.tensor([[w.data for w in n.w] for n in layer.neurons],
+                         dtype=torch.float64, requires_grad=True)   # (nout, nin)
+        b = torch.tensor([n.b.data for n in layer.neurons],
+                         dtype=torch.float64, requires_grad=True)   # (nout,)
+        params.append((W, b, act[layer.neurons[0].nonlin]))
+    X = torch.tensor([x for x, _ in batch], dtype=torch.float64)     # (B, nin)
+    Y = torch.tensor([y for _, y in batch], dtype=torch.float64)     # (B,)
+    h = X
+    for W, b, f in params:
+        h = f(h @ W.T + b)                                            # (B, nout)
+    loss = ((h[:, 0] - Y) ** 2).sum()
+    loss.backward()
+    return loss, [(W, b) for W, b, _ in params]
+
+
+def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
+    return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), floor)
+
+
+@pytest.mark.parametrize("nonlin", ["tanh", "relu", "sigmoid"])
+def test_mlp_gradients_match_torch(nonlin):
+    model = MLP(2, [8, 6, 1], nonlin=nonlin, seed=1)
+    loss = squared_error(model, BATCH)
+    loss.backward()
+    ref_loss, ref_params = torch_mlp_loss(model, BATCH)
+    assert rel_err(loss.data, ref_loss.item()) < 1e-13
+    failures = []
+    for l, (layer, (W, b)) in enumerate(zip(model.layers, ref_params)):
+        for i, neuron in enumerate(layer.neurons):
+            for j, w in enumerate(neuron.w):
+                if rel_err(w.grad, W.grad[i, j].item()) >= 1e-12:
+                    failures.append(f"layer {l} w[{i},{j}]: {w.grad!r} vs {W.grad[i, j].item()!r}")
+            if rel_err(neuron.b.grad, b.grad[i].item()) >= 1e-12:
+                failures.append(f"layer {l} b[{i}]: {neuron.b.grad!r} vs {b.grad[i].item()!r}")
+    assert not failures, "\n".join(failures)
+
+
+def test_seeded_mlp_is_deterministic():
+    a, b = MLP(2, [16, 16, 1], seed=7), MLP(2, [16, 16, 1], seed=7)
+    assert [p.data for p in a.parameters()] == [p.data for p in b.parameters()]
+    x = [0.3, -0.4]
+    assert a(x).data == b(x).data
+    c = MLP(2, [16, 16, 1], seed=8)
+    assert [p.data for p in a.parameters()] != [p.data for p in c.parameters()]
+
+
+def test_default_seed_is_fixed():
+    assert [p.data for p in MLP(3, [4, 1]).parameters()] == \
+           [p.data for p in MLP(3, [4, 1]).parameters()]
+    assert [p.data for p in Neuron(3).parameters()] == [p.data for p in Neuron(3).parameters()]
+
+
+def test_parameter_counts():
+    assert len(Neuron(3).parameters()) == 4
+    assert len(Layer(3, 5).parameters()) == 20
+    # (2*16 + 16) + (16*16 + 16) + (16*1 + 1)
+    assert len(MLP(2, [16, 16, 1]).parameters()) == 337
+    params = MLP(2, [16, 16, 1]).parameters()
+    assert len({id(p) for p in params}) == len(params)  # no parameter listed twice
+
+
+def test_weights_are_bounded_by_one_over_sqrt_nin_and_biases_start_at_zero():
+    model = MLP(9, [4, 1], seed=0)
+    for layer in model.layers:
+        for n in layer.neurons:
+            bound = 1.0 / math.sqrt(len(n.w))
+            assert all(abs(w.data) <= bound for w in n.w)
+            assert n.b.data == 0.0
+
+
+def test_last_layer_is_linear_and_output_shape():
+    model = MLP(2, [3, 1], nonlin="tanh")
+    assert [l.neurons[0].nonlin for l in model.layers] == ["tanh", "linear"]
+    assert isinstance(model([1.0, 2.0]), Value)
+    out = MLP(2, [3, 2])([1.0, 2.0])
+    assert isinstance(out, list) and len(out) == 2
+
+
+def test_mlp_accepts_values_as_inputs():
+    model = MLP(2, [3, 1], seed=2)
+    x = [Value(0.5), Value(-1.0)]
+    model(x).backward()
+    assert all(v.grad != 0.0 for v in x)
+
+
+def test_module_zero_grad_resets_every_parameter():
+    model = MLP(2, [4, 1], seed=0)
+    squared_error(model, BATCH).backward()
+    assert any(p.grad != 0.0 for p in model.parameters())
+    model.zero_grad()
+    assert all(p.grad == 0.0 for p in model.parameters())
+
+
+def test_wrong_input_length_raises():
+    with pytest.raises(ValueError, match=r"Neuron: expected 3 inputs, got 2"):
+        Neuron(3)([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"expected 2 inputs, got 3"):
+        MLP(2, [4, 1])([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Neuron(2, "softplus"),
+    lambda: Layer(2, 3, "softplus"),
+    lambda: MLP(2, [3, 1], nonlin="softplus"),
+])
+def test_unknown_nonlinearity_raises(make):
+    with pytest.raises(ValueError, match=r"Neuron: nonlin must be one of .*'softplus'"):
+        make()
+
+
+@pytest.mark.parametrize("nin", [0, -1, 2.5])
+def test_bad_nin_raises(nin):
+    with pytest.raises(ValueError, match=r"Neuron: nin must be a positive int"):
+        Neuron(nin)
+
+
+def test_reprs_are_stable():
+    assert repr(Neuron(3)) == "Neuron(3, tanh)"
+    assert repr(Neuron(3, "relu")) == "Neuron(3, relu)"
+    assert repr(Layer(3, 5)) == "Layer(3 -> 5, tanh)"
+    assert repr(MLP(2, [16, 16, 1])) == "MLP(2 -> 16 -> 16 -> 1, 337 parameters)"
+    assert "0x" not in repr(MLP(2, [3, 1]).layers)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: MLP(2, []), "MLP: nouts must list at least one layer size"),
+    (lambda: MLP(2, [3, 0]), "MLP: every layer size must be a positive int"),
+    (lambda: Neuron(True), "Neuron: nin must be a positive int, got True"),
+    (lambda: Layer(2, 0), "Layer: nout must be a positive int, got 0"),
+])
+def test_bad_sizes_are_rejected(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
