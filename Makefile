@@ -48,9 +48,15 @@ notebooks: $(STAMP) dot-ok
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
 
 # Benchmarks compare with other engines, which the book itself does not need.
+# They write benchmarks/results/*.json, and report.py the tables and chart
+# that book/performance.md includes.
 bench: $(STAMP)
 	$(BIN)/pip install --quiet micrograd==0.1.0
 	$(BIN)/python benchmarks/scalar_engine.py
+	$(BIN)/python benchmarks/tensor_engine.py
+	$(BIN)/python benchmarks/gpt_backward.py
+	$(BIN)/python benchmarks/report.py
+	@echo "Results in benchmarks/results; the book's performance appendix includes them (make book)."
 
 # Refresh the vendored front-end files in book/_static/vendor (needs npm).
 vendor:

@@ -78,6 +78,17 @@ def _broadcast_shape(what: str, a: tuple, b: tuple) -> tuple:
                          "each pair of sizes must be equal or contain a 1)") from None
 
 
+def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str) -> np.ndarray:
+    """ufunc(a.data, b.data) with NumPy broadcasting; if the shapes do not broadcast,
+    the ValueError of `_broadcast_shape` (e.g. "add: (3, 4) + (5,): ...").  Checking
+    only on failure keeps the common case free of a second shape computation."""
+    try:
+        return ufunc(a.data, b.data)
+    except ValueError:
+        _broadcast_shape(f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape)
+        raise
+
+
 def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     """`axis` (None, int or tuple of ints, possibly negative) as a sorted tuple of axes."""
     if axis is None:
@@ -214,9 +225,8 @@ class Tensor:
 
     def __add__(self, other) -> Tensor:
         other = self._other(other, "add")
-        _broadcast_shape(f"add: {self.shape} + {other.shape}", self.shape, other.shape)
-        return _result(self.data + other.data, (self, other), Tensor.add_backward,
-                       (self.shape, other.shape), "+")
+        return _result(_broadcasting(np.add, self, other, "+", "add"), (self, other),
+                       Tensor.add_backward, (self.shape, other.shape), "+")
 
     @staticmethod
     def add_backward(g, saved, needs):
@@ -227,9 +237,8 @@ class Tensor:
 
     def __sub__(self, other) -> Tensor:
         other = self._other(other, "sub")
-        _broadcast_shape(f"sub: {self.shape} - {other.shape}", self.shape, other.shape)
-        return _result(self.data - other.data, (self, other), Tensor.sub_backward,
-                       (self.shape, other.shape), "-")
+        return _result(_broadcasting(np.subtract, self, other, "-", "sub"), (self, other),
+                       Tensor.sub_backward, (self.shape, other.shape), "-")
 
     @staticmethod
     def sub_backward(g, saved, needs):
@@ -240,9 +249,8 @@ class Tensor:
 
     def __mul__(self, other) -> Tensor:
         other = self._other(other, "mul")
-        _broadcast_shape(f"mul: {self.shape} * {other.shape}", self.shape, other.shape)
-        return _result(self.data * other.data, (self, other), Tensor.mul_backward,
-                       (self.data, other.data), "*")
+        return _result(_broadcasting(np.multiply, self, other, "*", "mul"), (self, other),
+                       Tensor.mul_backward, (self.data, other.data), "*")
 
     @staticmethod
     def mul_backward(g, saved, needs):
@@ -253,9 +261,8 @@ class Tensor:
 
     def __truediv__(self, other) -> Tensor:
         other = self._other(other, "div")
-        _broadcast_shape(f"div: {self.shape} / {other.shape}", self.shape, other.shape)
-        return _result(self.data / other.data, (self, other), Tensor.div_backward,
-                       (self.data, other.data), "/")
+        return _result(_broadcasting(np.divide, self, other, "/", "div"), (self, other),
+                       Tensor.div_backward, (self.data, other.data), "/")
 
     @staticmethod
     def div_backward(g, saved, needs):
@@ -339,8 +346,11 @@ class Tensor:
 
     def relu(self) -> Tensor:
         mask = self.data > 0  # the kink at 0 gets derivative 0, as in PyTorch
-        return _result(np.where(mask, self.data, 0).astype(self.data.dtype, copy=False),
-                       (self,), Tensor.relu_backward, (mask,), "relu")
+        # max(x, 0), i.e. where(mask, x, 0) but several times faster: fmax also maps
+        # NaN to 0, and "+= 0" turns a -0.0 into +0.0.
+        out = np.fmax(self.data, 0)
+        out += 0
+        return _result(out, (self,), Tensor.relu_backward, (mask,), "relu")
 
     @staticmethod
     def relu_backward(g, saved, needs):

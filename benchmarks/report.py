@@ -1,0 +1,201 @@
+"""Turn the benchmark results into the files the performance appendix includes.
+
+Reads every benchmarks/results/*.json written by the benchmark scripts
+(scalar_engine.py, tensor_engine.py, gpt_backward.py; a missing one is
+skipped, an unknown one gets a plain key/value table) and writes, next to
+them:
+    <name>.md       a Markdown table of that benchmark's figures
+    speedups.png    one bar chart of every comparison, as reference time /
+                    our time (above 1: ours is faster), log scale
+    machine.md      the machine and software the figures come from
+
+How to run (after the benchmarks; `make bench` does both):
+    .venv/bin/python benchmarks/report.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from machine_info import machine_info  # noqa: E402
+
+
+def table(head: list[str], rows: list[list], align: str | None = None) -> str:
+    """A Markdown pipe table; `align` is one letter per column, l or r."""
+    align = align or "l" + "r" * (len(head) - 1)
+    rule = ["---:" if a == "r" else ":---" for a in align]
+    lines = [head, rule] + [[str(c) for c in row] for row in rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines) + "\n"
+
+
+def ms(seconds) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.3f}" if seconds < 0.01 else f"{seconds * 1e3:.1f}"
+
+
+# ---- one function per benchmark: (markdown, bars) -----------------------------------
+# A bar is (label, reference seconds / our seconds, group).
+
+def scalar_engine(data: dict):
+    rows, bars = [], []
+    for name, case in data["cases"].items():
+        o, m = case["ours"], case["micrograd"]
+        speedup = case.get("speedup")
+        rows.append([f"{name} ({case['nodes']:,} nodes)", ms(o["fwd_s"]), ms(o["bwd_s"]),
+                     ms(m["fwd_s"]), m.get("error") or ms(m["bwd_s"]),
+                     "-" if speedup is None else f"{speedup:.1f}x"])
+        if speedup is not None:
+            bars.append((f"scalar: {name}", speedup, "scalar engine vs micrograd"))
+    md = table(["case", "ours forward (ms)", "ours backward (ms)", "micrograd forward (ms)",
+                "micrograd backward (ms)", "speed-up (micrograd / ours)"], rows)
+    python = data.get("python") or (data.get("machine") or {}).get("python")
+    md += (f"\nBest of {next(iter(data['cases'].values()))['repeats']} runs"
+           + (f", Python {python}" if python else "")
+           + f", micrograd {data.get('micrograd', '0.1.0')}, garbage collector enabled.\n")
+    return md, bars
+
+
+def tensor_engine(data: dict):
+    rows, bars = [], []
+    for r in data["rows"]:
+        sizes = "-".join(map(str, r["sizes"]))
+        counts = r["thread_counts"]
+        rows.append([f"{r['config']}: B={r['batch']}, {sizes}", r["dtype"], r["setting"],
+                     f"{counts['numpy_blas']} / {counts['torch']}", ms(r["engine_s"]),
+                     ms(r["torch_s"]), f"{r['ratio']:.2f}", f"{r['cpu_ratio']:.2f}",
+                     f"{r['max_rel_diff']['grad']:.0e}"])
+        setting = r["setting"].replace("1", "1 thread", 1).replace("default", "default threads")
+        bars.append((f"tensor: {r['config']} {r['dtype']}, {setting}",
+                     1 / r["ratio"], "Tensor engine vs PyTorch"))
+    md = table(["MLP", "dtype", "setting", "threads (NumPy / torch)", "engine (ms)",
+                "PyTorch (ms)", "ratio engine / PyTorch", "ratio of CPU times",
+                "max rel. gradient diff."], rows, "lllrrrrrr")
+    md += (f"\nTime per training step (forward, backward, SGD update), best of "
+           f"{data['repeats']} alternating turns.  Ratio below 1: the engine is faster.\n")
+    return md, bars
+
+
+def gpt_backward(data: dict):
+    med, c = data["median_seconds"], data["config"]
+    ratio = data["ratio_numpy_over_torch"]
+    v = data.get("validated", {})
+    md = table(["model", "dtype", "threads", "hand-written NumPy (ms)", "PyTorch (ms)",
+                "ratio NumPy / PyTorch", "max rel. error (float32 / float64)"],
+               [[f"GPT: {c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, "
+                 f"B={c['batch_size']}, T={c['seq_len']}", c.get("dtype", "float32"),
+                 data.get("threads", "?"), ms(med["numpy"]), ms(med["torch"]), f"{ratio:.2f}",
+                 f"{v.get('float32_max_rel_err', float('nan')):.0e} / "
+                 f"{v.get('float64_max_rel_err', float('nan')):.0e}"]], "llrrrrr")
+    md += (f"\nOne forward and backward pass, median of {data.get('repeats', '?')} alternating "
+           "runs.  Ratio below 1: the hand-written version is faster.\n")
+    return md, [("GPT forward+backward", 1 / ratio, "hand-written GPT vs PyTorch")]
+
+
+def generic(data: dict):
+    rows = [[k, json.dumps(v)[:80]] for k, v in data.items() if k != "machine"]
+    return table(["key", "value"], rows, "ll"), []
+
+
+HANDLERS = {"scalar_engine": scalar_engine, "tensor_engine": tensor_engine,
+            "gpt_backward": gpt_backward}
+
+
+# ---- the chart and the machine ------------------------------------------------------
+
+def chart(bars: list, path: Path) -> None:
+    colors = {"scalar engine vs micrograd": "#4C72B0", "Tensor engine vs PyTorch": "#DD8452",
+              "hand-written GPT vs PyTorch": "#55A868"}
+    order = list(colors)
+    bars = sorted(bars, key=lambda b: order.index(b[2]) if b[2] in order else len(order))
+    bars = bars[::-1]  # matplotlib draws the first bar at the bottom
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(bars) + 1.6))
+    ax.barh(range(len(bars)), [b[1] for b in bars],
+            color=[colors.get(b[2], "gray") for b in bars])
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=1)
+    for i, (_, value, _) in enumerate(bars):
+        ax.text(value * 1.04, i, f"{value:.2f}x", va="center", fontsize=7)
+    ax.set_xlim(min(0.5, min(b[1] for b in bars) / 1.3), max(2.0, max(b[1] for b in bars) * 1.5))
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+             if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel("reference time / our time (log scale; right of 1: ours is faster)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for g, c in colors.items()
+               if any(b[2] == g for b in bars)]
+    ax.legend(handles, [g for g in colors if any(b[2] == g for b in bars)],
+              loc="lower right", fontsize=8)
+    ax.set_title("Speed of the book's engines relative to a reference implementation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def machine_md(results: dict) -> str:
+    """The machine of the Tensor benchmark run if there is one, else of this run."""
+    info = dict(results.get("tensor_engine", {}).get("machine") or machine_info())
+    live = machine_info()
+    for key, value in live.items():  # fill in what an older JSON lacks
+        info.setdefault(key, value)
+    blas = info.get("numpy_blas") or {}
+    threads = info.get("threads_per_setting") or {}
+    thread_text = "; ".join(f"{s}: NumPy {c['numpy_blas']}, torch {c['torch']}"
+                            for s, c in threads.items()) or (
+        f"NumPy {info.get('numpy_blas_threads')}, torch {info.get('torch_threads')}")
+    rows = [
+        ["CPU", f"{info.get('cpu_model')} ({info.get('machine')})"],
+        ["cores", f"{info.get('physical_cores')} physical, {info.get('logical_cpus')} logical"],
+        ["memory", f"{info.get('memory_gib')} GiB"],
+        ["operating system", info.get("os")],
+        ["Python", info.get("python")],
+        ["NumPy", f"{info.get('numpy')}, BLAS: {blas.get('name', '?')} {blas.get('version', '')}"
+                  + (f" ({blas['kernel']} kernels)" if blas.get("kernel") else "")],
+        ["PyTorch", f"{info.get('torch')} (CPU), BLAS: {info.get('torch_blas')}"],
+        ["threads per setting", thread_text],
+        ["load average at the run (1, 5, 15 min)",
+         ", ".join(map(str, info.get("load_average") or [])) or "-"],
+        ["date of the run", info.get("date")],
+    ]
+    return table(["", ""], rows, "ll").replace("|  |  |\n", "| item | value |\n", 1)
+
+
+def main() -> int:
+    files = sorted(RESULTS.glob("*.json"))
+    if not files:
+        print(f"no results in {RESULTS}; run the benchmarks first")
+        return 1
+    results, bars = {}, []
+    for path in files:
+        data = json.loads(path.read_text())
+        name = data.get("benchmark", path.stem)
+        results[name] = data
+        md, new_bars = HANDLERS.get(name, generic)(data)
+        (RESULTS / f"{path.stem}.md").write_text(md)
+        bars += new_bars
+        print(f"wrote {path.stem}.md")
+    for name in HANDLERS:
+        if name not in results:
+            print(f"(no {name}.json: run benchmarks/{name}.py to include it)")
+    (RESULTS / "machine.md").write_text(machine_md(results))
+    print("wrote machine.md")
+    if bars:
+        chart(bars, RESULTS / "speedups.png")
+        print("wrote speedups.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
