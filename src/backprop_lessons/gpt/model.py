@@ -1,0 +1,243 @@
+"""The GPT-2 style model: its configuration, its parameters, its forward and its backward.
+
+`gpt_forward` runs the layers of `layers.py` in order and keeps every
+layer's cache; `gpt_backward` calls their backwards in exactly the reverse
+order and returns one gradient per parameter, under the same names.  There
+is no autograd anywhere: the order of the backward calls *is* the
+topological sort of chapter 2, written out by hand, as in llm.c.
+
+Shape legend: B batch, T time (<= block_size), C n_embd, V vocab_size,
+L n_layer, NH n_head, hs = C // NH.
+
+The model (per block, pre-norm as in GPT-2):
+
+    x = wte[idx] + wpe[:T]                                  (B, T, C)
+    for each of the L blocks:
+        x = x + attproj(attention(qkv(ln1(x))))             (B, T, C)
+        x = x + fcproj(gelu(fc(ln2(x))))                    (B, T, C)
+    logits = lnf(x) @ wte.T                                 (B, T, V)  tied LM head
+    loss = mean cross-entropy of softmax(logits) against targets
+
+What it is not: GPT-2 itself (no dropout, no pretrained weights) or fast.
+References: llm.c (train_gpt2.c: the parameter names and shapes below);
+nanoGPT (model.py); Radford et al. 2019.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layers import (attention_backward, attention_forward, crossentropy_softmax_backward,
+                     crossentropy_softmax_forward, encoder_backward, encoder_forward,
+                     gelu_backward, gelu_forward, layernorm_backward, layernorm_forward,
+                     matmul_backward, matmul_forward, residual_backward, residual_forward)
+
+__all__ = ["GPTConfig", "PARAMETER_TABLE", "parameter_shapes", "init_params", "num_parameters",
+           "check_params", "gpt_forward", "gpt_backward"]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The sizes of a model: vocab_size V, block_size (longest T), n_layer L, n_head NH, n_embd C."""
+
+    vocab_size: int
+    block_size: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GPTConfig: {name} must be a positive int, got {value!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"GPTConfig: n_embd={self.n_embd} must be divisible by "
+                             f"n_head={self.n_head} (head size = n_embd // n_head)")
+
+
+# One ordered table of parameters: llm.c's name, its shape in the legend's letters,
+# and the matching key of the Hugging Face GPT-2 checkpoint (per block h.{l}.; the
+# GPT-2 checkpoint stores Conv1D weights transposed, (in, out)).
+PARAMETER_TABLE = [
+    ("wte",      "(V, C)",        "wte.weight"),
+    ("wpe",      "(maxT, C)",     "wpe.weight"),
+    ("ln1w",     "(L, C)",        "h.{l}.ln_1.weight"),
+    ("ln1b",     "(L, C)",        "h.{l}.ln_1.bias"),
+    ("qkvw",     "(L, 3C, C)",    "h.{l}.attn.c_attn.weight"),
+    ("qkvb",     "(L, 3C)",       "h.{l}.attn.c_attn.bias"),
+    ("attprojw", "(L, C, C)",     "h.{l}.attn.c_proj.weight"),
+    ("attprojb", "(L, C)",        "h.{l}.attn.c_proj.bias"),
+    ("ln2w",     "(L, C)",        "h.{l}.ln_2.weight"),
+    ("ln2b",     "(L, C)",        "h.{l}.ln_2.bias"),
+    ("fcw",      "(L, 4C, C)",    "h.{l}.mlp.c_fc.weight"),
+    ("fcb",      "(L, 4C)",       "h.{l}.mlp.c_fc.bias"),
+    ("fcprojw",  "(L, C, 4C)",    "h.{l}.mlp.c_proj.weight"),
+    ("fcprojb",  "(L, C)",        "h.{l}.mlp.c_proj.bias"),
+    ("lnfw",     "(C,)",          "ln_f.weight"),
+    ("lnfb",     "(C,)",          "ln_f.bias"),
+]
+
+
+def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape for every parameter, in the order of PARAMETER_TABLE."""
+    V, maxT, L, C = config.vocab_size, config.block_size, config.n_layer, config.n_embd
+    sizes = {"V": V, "maxT": maxT, "L": L, "C": C, "3C": 3 * C, "4C": 4 * C}
+    return {name: tuple(sizes[d.strip()] for d in shape.strip("(,)").split(",") if d.strip())
+            for name, shape, _ in PARAMETER_TABLE}
+
+
+def init_params(config: GPTConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
+    """Fresh parameters, GPT-2's initialization, the same for the same seed.
+
+    Weights N(0, 0.02); position embeddings N(0, 0.01); the two projections
+    that write into the residual stream (attprojw, fcprojw) N(0, 0.02/sqrt(2L)),
+    so the stream's variance does not grow with depth; biases 0; layernorm
+    gains 1.  Drawn in float64 and then cast, so float32 and float64 models
+    with the same seed hold the same numbers (up to rounding).
+    """
+    rng = np.random.default_rng(seed)
+    std_proj = 0.02 / math.sqrt(2 * config.n_layer)
+    params = {}
+    for name, shape in parameter_shapes(config).items():
+        if name in ("ln1w", "ln2w", "lnfw"):
+            p = np.ones(shape)
+        elif name.endswith("b"):  # every bias, and the layernorm shifts
+            p = np.zeros(shape)
+        else:
+            std = {"wpe": 0.01, "attprojw": std_proj, "fcprojw": std_proj}.get(name, 0.02)
+            p = rng.normal(0.0, std, size=shape)
+        params[name] = p.astype(dtype)
+    return params
+
+
+def num_parameters(params: dict[str, np.ndarray]) -> int:
+    """How many numbers the model learns (wte counted once: the LM head shares it)."""
+    return sum(p.size for p in params.values())
+
+
+def check_params(params, config: GPTConfig) -> None:
+    """Raise a ValueError unless `params` has exactly the table's names, shapes and one float dtype."""
+    shapes = parameter_shapes(config)
+    if not isinstance(params, dict) or set(params) != set(shapes):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"gpt params: expected the keys {list(shapes)}, got {got}")
+    dtypes = set()
+    for name, shape in shapes.items():
+        p = params[name]
+        if not isinstance(p, np.ndarray) or p.shape != shape:
+            got = p.shape if isinstance(p, np.ndarray) else type(p).__name__
+            raise ValueError(f"gpt params: {name} must be an array of shape {shape}, got {got}")
+        dtypes.add(p.dtype)
+    if len(dtypes) != 1 or not np.issubdtype(next(iter(dtypes)), np.floating):
+        raise ValueError(f"gpt params: all parameters must share one float dtype, got {dtypes}")
+
+
+def _check_tokens(what: str, tokens, config: GPTConfig, shape=None) -> np.ndarray:
+    """`tokens` as an int array of shape (B, T), every entry in [0, V), T <= block_size."""
+    a = np.asarray(tokens)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"gpt_forward: {what} must hold integer token ids, got dtype {a.dtype}")
+    if shape is not None and a.shape != shape:
+        raise ValueError(f"gpt_forward: {what} must have the shape of idx {shape}, got {a.shape}")
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"gpt_forward: {what} must have shape (B, T) with B, T >= 1, got {a.shape}")
+    if a.shape[1] > config.block_size:
+        raise ValueError(f"gpt_forward: sequence length T={a.shape[1]} is longer than "
+                         f"block_size={config.block_size}")
+    if a.min() < 0 or a.max() >= config.vocab_size:
+        raise ValueError(f"gpt_forward: {what} must be token ids in [0, {config.vocab_size}), "
+                         f"got values from {a.min()} to {a.max()}")
+    return a.astype(np.int64)
+
+
+def gpt_forward(params, config: GPTConfig, idx, targets=None):
+    """Run the model on token ids `idx` (B, T); return `(loss, cache)`.
+
+    `loss` is the mean cross-entropy against `targets` (B, T), or None when
+    no targets are given (then only `cache["logits"]` (B, T, V) is useful,
+    e.g. for sampling).  `cache` holds every layer's cache for `gpt_backward`.
+    """
+    check_params(params, config)
+    idx = _check_tokens("idx", idx, config)
+    if targets is not None:
+        targets = _check_tokens("targets", targets, config, shape=idx.shape)
+    p, NH = params, config.n_head
+
+    x, enc = encoder_forward(p["wte"], p["wpe"], idx)                        # (B, T, C)
+    blocks = []
+    for l in range(config.n_layer):
+        c = {}
+        ln1, c["ln1"] = layernorm_forward(x, p["ln1w"][l], p["ln1b"][l])     # (B, T, C)
+        qkv, c["qkv"] = matmul_forward(ln1, p["qkvw"][l], p["qkvb"][l])     # (B, T, 3C)
+        atty, c["att"] = attention_forward(qkv, NH)                         # (B, T, C)
+        attproj, c["attproj"] = matmul_forward(atty, p["attprojw"][l], p["attprojb"][l])  # (B, T, C)
+        x, c["res1"] = residual_forward(x, attproj)                         # (B, T, C)
+        ln2, c["ln2"] = layernorm_forward(x, p["ln2w"][l], p["ln2b"][l])    # (B, T, C)
+        fch, c["fc"] = matmul_forward(ln2, p["fcw"][l], p["fcb"][l])        # (B, T, 4C)
+        fch_gelu, c["gelu"] = gelu_forward(fch)                             # (B, T, 4C)
+        fcproj, c["fcproj"] = matmul_forward(fch_gelu, p["fcprojw"][l], p["fcprojb"][l])  # (B, T, C)
+        x, c["res2"] = residual_forward(x, fcproj)                          # (B, T, C)
+        blocks.append(c)
+    lnf, lnf_cache = layernorm_forward(x, p["lnfw"], p["lnfb"])             # (B, T, C)
+    logits, head_cache = matmul_forward(lnf, p["wte"], None)                # (B, T, V), tied head
+
+    cache = {"shape": idx.shape, "encoder": enc, "blocks": blocks, "lnf": lnf_cache,
+             "lm_head": head_cache, "logits": logits, "loss": None}
+    loss = None
+    if targets is not None:
+        loss, cache["loss"] = crossentropy_softmax_forward(logits, targets)
+    return loss, cache
+
+
+def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
+    """Gradients of the loss of the `gpt_forward` that made `cache`, one per parameter.
+
+    Calls every layer's backward in the reverse order of the forward.  The
+    gradient buffers start at zero and the backwards add into them, so wte
+    receives both of its contributions: from the LM head and from the
+    embedding lookup.  The residual stream's gradient `dx` flows straight
+    through each `x = x + f(x)` and picks up f's contribution on the way.
+    """
+    if cache.get("loss") is None:
+        raise ValueError("gpt_backward: the forward was run without targets, so there is no "
+                         "loss to differentiate; call gpt_forward(params, config, idx, targets)")
+    p = params
+    grads = {name: np.zeros_like(a) for name, a in p.items()}
+    B, T = cache["shape"]
+    C, dtype = config.n_embd, p["wte"].dtype
+
+    dlogits = np.zeros((B, T, config.vocab_size), dtype)
+    crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])            # d loss / d loss = 1
+    dlnf = np.zeros((B, T, C), dtype)
+    matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])   # first half of dwte
+    dx = np.zeros((B, T, C), dtype)                                        # the residual stream
+    layernorm_backward(dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
+    for l in reversed(range(config.n_layer)):
+        c = cache["blocks"][l]
+        # x_out = x_mid + fcproj: dx flows on to x_mid and into the MLP branch.
+        dx_mid, dfcproj = np.zeros_like(dx), np.zeros_like(dx)
+        residual_backward(dx_mid, dfcproj, dx, c["res2"])
+        dfch_gelu = np.zeros((B, T, 4 * C), dtype)
+        matmul_backward(dfch_gelu, grads["fcprojw"][l], grads["fcprojb"][l], dfcproj, c["fcproj"])
+        dfch = np.zeros((B, T, 4 * C), dtype)
+        gelu_backward(dfch, dfch_gelu, c["gelu"])
+        dln2 = np.zeros((B, T, C), dtype)
+        matmul_backward(dln2, grads["fcw"][l], grads["fcb"][l], dfch, c["fc"])
+        layernorm_backward(dx_mid, grads["ln2w"][l], grads["ln2b"][l], dln2, c["ln2"])
+        # x_mid = x_in + attproj: same again for the attention branch.
+        dx_in, dattproj = np.zeros_like(dx), np.zeros_like(dx)
+        residual_backward(dx_in, dattproj, dx_mid, c["res1"])
+        datty = np.zeros((B, T, C), dtype)
+        matmul_backward(datty, grads["attprojw"][l], grads["attprojb"][l], dattproj, c["attproj"])
+        dqkv = np.zeros((B, T, 3 * C), dtype)
+        attention_backward(dqkv, datty, c["att"])
+        dln1 = np.zeros((B, T, C), dtype)
+        matmul_backward(dln1, grads["qkvw"][l], grads["qkvb"][l], dqkv, c["qkv"])
+        layernorm_backward(dx_in, grads["ln1w"][l], grads["ln1b"][l], dln1, c["ln1"])
+        dx = dx_in
+    encoder_backward(grads["wte"], grads["wpe"], dx, cache["encoder"])     # second half of dwte
+    return grads

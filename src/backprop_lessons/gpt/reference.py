@@ -1,0 +1,92 @@
+"""A PyTorch twin of the hand-written GPT, built from the same parameter dict, for checking.
+
+`torch_forward_backward(params, config, idx, targets)` copies every NumPy
+parameter into a leaf tensor (same dtype), runs the same model with
+PyTorch's own functions (`F.layer_norm`, `F.linear`, `F.gelu(approximate="tanh")`,
+`softmax`, `F.cross_entropy`; attention written out as in nanoGPT), lets autograd compute the gradients and returns `(loss, grads)` as NumPy.
+`compare_with_torch` puts the two side by side in a `CheckTable`.
+
+This is the only module of `backprop_lessons.gpt` that imports torch; the
+model itself never does.  It is an independent implementation: none of the
+backward code of `layers.py` is used here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .checks import CheckTable, compare_arrays
+from .layers import LAYERNORM_EPS
+from .model import GPTConfig, check_params, gpt_backward, gpt_forward
+
+__all__ = ["torch_gpt_loss", "torch_forward_backward", "compare_with_torch",
+           "DEFAULT_TOLERANCES"]
+
+# Largest relative error that passes, per dtype; a name not listed uses "default".
+# float32 differs by summation order (BLAS kernels, fused ops), not by bugs;
+# the embedding gradients sum the most terms.
+DEFAULT_TOLERANCES = {
+    "float64": {"default": 1e-10, "loss": 1e-12},
+    "float32": {"default": 2e-4, "loss": 1e-5, "wte": 5e-4, "wpe": 5e-4},
+}
+
+
+def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torch.Tensor):
+    """The model's loss from torch tensors `tp` (same names as the NumPy params).
+
+    An extra entry `tp["lm_head"]` (V, C), if present, is used by the LM head
+    instead of `wte`: the two uses of the tied matrix then get separate gradients.
+    """
+    B, T = idx.shape
+    C, NH = config.n_embd, config.n_head
+    hs = C // NH
+    x = tp["wte"][idx] + tp["wpe"][:T]                                       # (B, T, C)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()                         # (T, T)
+    for l in range(config.n_layer):
+        h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
+        qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])                      # (B, T, 3C)
+        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))  # (B, NH, T, hs)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                      # (B, NH, T, T)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)                       # (B, T, C)
+        x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
+        h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
+        h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh")  # (B, T, 4C)
+        x = x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
+    x = F.layer_norm(x, (C,), tp["lnfw"], tp["lnfb"], LAYERNORM_EPS)
+    logits = x @ tp.get("lm_head", tp["wte"]).T                              # (B, T, V), tied
+    return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+
+
+def torch_forward_backward(params, config: GPTConfig, idx, targets):
+    """(loss, grads) computed by PyTorch autograd on copies of `params` (same dtype)."""
+    check_params(params, config)
+    tp = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
+    idx_t, targets_t = torch.as_tensor(np.asarray(idx)), torch.as_tensor(np.asarray(targets))
+    loss = torch_gpt_loss(tp, config, idx_t.long(), targets_t.long())
+    loss.backward()
+    return loss.item(), {name: t.grad.numpy() for name, t in tp.items()}
+
+
+def compare_with_torch(params, config: GPTConfig, idx, targets, tolerances=None) -> CheckTable:
+    """The hand-written loss and gradients next to PyTorch's, parameter by parameter.
+
+    `tolerances`: name -> largest relative error that passes ("default" for
+    the rest); by default DEFAULT_TOLERANCES for the parameters' dtype.
+    """
+    dtype = np.dtype(params["wte"].dtype).name
+    tol = dict(DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"]))
+    tol.update(tolerances or {})
+    loss, cache = gpt_forward(params, config, idx, targets)
+    grads = gpt_backward(params, config, cache)
+    ref_loss, ref_grads = torch_forward_backward(params, config, idx, targets)
+    table = CheckTable(f"hand-written backward vs PyTorch autograd ({dtype})")
+    table.rows.append(compare_arrays("loss", loss, ref_loss, tol.get("loss", tol["default"])))
+    for name in params:  # the order of PARAMETER_TABLE
+        table.rows.append(compare_arrays(name, grads[name], ref_grads[name],
+                                         tol.get(name, tol["default"])))
+    return table
