@@ -17,23 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..gradcheck import array_relative_error as relative_error
 from . import layers
 
 __all__ = ["relative_error", "CheckRow", "CheckTable", "compare_arrays", "LAYER_NAMES",
            "check_layer", "check_all_layers"]
-
-
-def relative_error(a, b, floor: float = 1e-12) -> float:
-    """max|a - b| / max(max|a|, max|b|, floor): the largest difference relative to the scale.
-
-    One number per tensor; an entry-by-entry ratio would explode wherever a
-    gradient is near zero.
-    """
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.size == 0:
-        return 0.0
-    scale = max(float(np.abs(a).max()), float(np.abs(b).max()), floor)
-    return float(np.abs(a - b).max()) / scale
 
 
 @dataclass
