@@ -10,7 +10,9 @@ Engines (NumPy and the standard library only: no drawing, widgets or torch):
     gpt           a GPT-2-style model with hand-written layer backwards
 Comparison, display and data:
     gradcheck     numerical gradients and comparison tables (PyTorch loaded lazily)
-    debug         PyTorch gradient-flow tables and backward hooks
+    debug         PyTorch gradient-flow tables, backward hooks, memory measurement
+    scale         FLOP counts, saved-activation bytes, gradient buckets (PyTorch)
+    distributed   worker processes on torch.distributed (gloo) for data parallelism
     viz           graphviz drawings of computation graphs
     widgets       steppers through topological sort and backward (work without a kernel)
     show          the package's own source, highlighted, in a notebook
