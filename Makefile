@@ -54,7 +54,7 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet micrograd==0.1.0
 	$(BIN)/python benchmarks/scalar_engine.py
 	$(BIN)/python benchmarks/tensor_engine.py
-	$(BIN)/python benchmarks/gpt_backward.py
+	$(BIN)/python benchmarks/gpt_step.py
 	$(BIN)/python benchmarks/report.py
 	@echo "Results in benchmarks/results; the book's performance appendix includes them (make book)."
 

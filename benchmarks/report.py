@@ -1,7 +1,7 @@
 """Turn the benchmark results into the files the performance appendix includes.
 
 Reads every benchmarks/results/*.json written by the benchmark scripts
-(scalar_engine.py, tensor_engine.py, gpt_backward.py; a missing one is
+(scalar_engine.py, tensor_engine.py, gpt_step.py; a missing one is
 skipped, an unknown one gets a plain key/value table) and writes, next to
 them:
     <name>.md       a Markdown table of that benchmark's figures
@@ -92,20 +92,35 @@ def tensor_engine(data: dict):
     return md, bars
 
 
-def gpt_backward(data: dict):
-    med, c = data["median_seconds"], data["config"]
-    ratio = data["ratio_numpy_over_torch"]
-    v = data.get("validated", {})
-    md = table(["model", "dtype", "threads", "hand-written NumPy (ms)", "PyTorch (ms)",
-                "ratio NumPy / PyTorch", "max rel. error (float32 / float64)"],
-               [[f"GPT: {c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, "
-                 f"B={c['batch_size']}, T={c['seq_len']}", c.get("dtype", "float32"),
-                 data.get("threads", "?"), ms(med["numpy"]), ms(med["torch"]), f"{ratio:.2f}",
-                 f"{v.get('float32_max_rel_err', float('nan')):.0e} / "
-                 f"{v.get('float64_max_rel_err', float('nan')):.0e}"]], "llrrrrr")
-    md += (f"\nOne forward and backward pass, median of {data.get('repeats', '?')} alternating "
-           "runs.  Ratio below 1: the hand-written version is faster.\n")
-    return md, [("GPT forward+backward", 1 / ratio, "hand-written GPT vs PyTorch")]
+def gpt_step(data: dict):
+    c, rows, bars = data["config"], [], []
+    for r in data["rows"]:
+        counts, best, peak = r["thread_counts"], r["best_s"], r["peak_bytes"]
+        setting = "1 thread" if r["setting"] == "1" else f"{r['setting']} threads"
+        rows.append([f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
+                     ms(best["numpy"]), ms(best["torch"]), f"{r['ratio_best']:.2f}",
+                     f"{r['ratio_median']:.2f}", f"{peak['numpy'] / 2**20:.1f}",
+                     f"{peak['torch'] / 2**20:.1f}"])
+        bars.append((f"GPT training step, {setting}", 1 / r["ratio_best"],
+                     "hand-written GPT vs PyTorch"))
+    md = table(["threads", "NumPy ms", "PyTorch ms", "ratio", "median ratio",
+                "NumPy peak MB", "PyTorch peak MB"], rows, "lrrrrrr")
+    check = {v["dtype"]: v for v in data["rows"][0]["validation"]}
+    f32, f64 = check.get("float32", {}), check.get("float64", {})
+    md += (f"\nOne training step (forward, backward, AdamW update) of a GPT with "
+           f"{c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, vocabulary "
+           f"{c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, {c.get('dtype', 'float32')}. "
+           "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
+           f"*NumPy ms*, *PyTorch ms*: the fastest of {data.get('repeats', '?')} steps taken in "
+           "alternation; *ratio*: NumPy time / PyTorch time of those fastest steps (below 1: the "
+           "hand-written step is faster), *median ratio* the same for the medians; "
+           "*peak MB*: the most memory the step allocated on top of what existed before it "
+           "(NumPy: traced by `tracemalloc`; PyTorch: tensor storage from its CPU allocator, "
+           "read from the profiler).  Checked before timing: after one step the loss, every "
+           "gradient and every updated parameter agree with PyTorch (largest relative "
+           f"gradient difference {f32.get('grad_max_rel_diff', float('nan')):.0e} in float32, "
+           f"{f64.get('grad_max_rel_diff', float('nan')):.0e} in float64).\n")
+    return md, bars
 
 
 def generic(data: dict):
@@ -114,7 +129,7 @@ def generic(data: dict):
 
 
 HANDLERS = {"scalar_engine": scalar_engine, "tensor_engine": tensor_engine,
-            "gpt_backward": gpt_backward}
+            "gpt_step": gpt_step}
 
 
 # ---- the chart and the machine ------------------------------------------------------

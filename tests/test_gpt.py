@@ -338,3 +338,18 @@ def test_scalar_gpt_matches_the_hand_written_backward():
     assert len(topological_order(loss)) > 1000
     with pytest.raises(ValueError, match="block_size=4"):
         scalar_gpt_loss(sparams, config, np.zeros(5, dtype=int), np.zeros(5, dtype=int))
+
+
+
+def test_attention_backward_adds_into_a_strided_buffer():
+    """The backward writes through a view of dinp by heads: any strides must work."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 12))
+    out, cache = layers.attention_forward(x, 2)
+    dout = rng.standard_normal(out.shape)
+    contiguous = np.zeros_like(x)
+    strided = np.zeros((12, 3, 2)).transpose(2, 1, 0)  # (2, 3, 12), last axis not contiguous
+    layers.attention_backward(contiguous, dout, cache)
+    layers.attention_backward(strided, dout, cache)
+    np.testing.assert_array_equal(strided, contiguous)
+    assert np.abs(contiguous).max() > 0

@@ -37,7 +37,7 @@ def test_compare_gradients_rows_and_verdicts():
     assert report["W"].rel_error == pytest.approx(0.5e-9, rel=1e-6)
     assert report["b"].max_abs_diff == pytest.approx(0.1)
     text = str(report)
-    assert text.splitlines()[0] == "demo" and "PASS: relative error <= 1e-06" in text
+    assert text.splitlines()[0] == "demo" and "PASS means relative error <= 1e-06" in text
     assert compare_gradients(a, ref, tol={"W": 1e-12, "b": 0.2, "c": 1, "d": 1},
                              names=["W", "b"]).passed is False
     assert compare_gradients(a, ref, tol={"W": 1e-6, "b": 0.2}, names=["W", "b"]).passed

@@ -257,8 +257,8 @@ def compare_with_torch(f, inputs, torch_f=None, names=None, tol=1e-12,
     for name, t, r in zip(names, ours, theirs):
         g = t.grad if t.grad is not None else np.zeros(t.shape)
         rows.append(row(f"grad {name}", g, r.grad if r.grad is not None else torch.zeros(r.shape)))
-    rule = (f"PASS: relative error <= {tol:g}" if not isinstance(tol, dict)
-            else "PASS: relative error <= the tolerance chosen for that name")
+    rule = (f"PASS means relative error <= {tol:g}" if not isinstance(tol, dict)
+            else "PASS means relative error <= the tolerance chosen for that name")
     return TensorCheckReport(rows, "backprop_lessons.tensor vs PyTorch (float64)", rule)
 
 
@@ -324,6 +324,6 @@ def compare_gradients(analytic: dict, reference: dict, tol=1e-4, title: str = ""
         err = array_relative_error(a, b)
         diff = float(np.abs(a - b).max()) if a.size else 0.0
         rows.append(TensorCheckRow(name, a.shape, diff, err, err <= limit))
-    rule = (f"PASS: relative error <= {tol:g}" if not isinstance(tol, dict)
-            else "PASS: relative error <= the tolerance chosen for that name")
+    rule = (f"PASS means relative error <= {tol:g}" if not isinstance(tol, dict)
+            else "PASS means relative error <= the tolerance chosen for that name")
     return TensorCheckReport(rows, title, rule)

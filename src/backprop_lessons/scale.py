@@ -207,8 +207,8 @@ def assign_buckets(sizes: dict[str, int], cap_bytes: int) -> list[list[str]]:
 
     `sizes`: name -> bytes of the gradient, in the order the gradients
     become ready (DDP records that order during the first backward and
-    rebuilds its buckets from it; before that it uses the reverse of the
-    parameter order, its guess of the same thing).  A bucket is closed as
+    rebuilds its buckets from it; before that, with its default settings,
+    every parameter shares one bucket).  A bucket is closed as
     soon as it holds `cap_bytes` or more, so one large gradient may exceed
     the cap on its own.
     """

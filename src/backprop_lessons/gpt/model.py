@@ -216,28 +216,26 @@ def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
     matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])   # first half of dwte
     dx = np.zeros((B, T, C), dtype)                                        # the residual stream
     layernorm_backward(dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
+    # One set of activation-gradient buffers, reused by every block (zeroed first), as llm.c does.
+    dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1 = (np.empty((B, T, C), dtype)
+                                                            for _ in range(7))
+    dfch_gelu, dfch, dqkv = (np.empty((B, T, n), dtype) for n in (4 * C, 4 * C, 3 * C))
     for l in reversed(range(config.n_layer)):
         c = cache["blocks"][l]
+        for buf in (dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1, dfch_gelu, dfch, dqkv):
+            buf.fill(0)
         # x_out = x_mid + fcproj: dx flows on to x_mid and into the MLP branch.
-        dx_mid, dfcproj = np.zeros_like(dx), np.zeros_like(dx)
         residual_backward(dx_mid, dfcproj, dx, c["res2"])
-        dfch_gelu = np.zeros((B, T, 4 * C), dtype)
         matmul_backward(dfch_gelu, grads["fcprojw"][l], grads["fcprojb"][l], dfcproj, c["fcproj"])
-        dfch = np.zeros((B, T, 4 * C), dtype)
         gelu_backward(dfch, dfch_gelu, c["gelu"])
-        dln2 = np.zeros((B, T, C), dtype)
         matmul_backward(dln2, grads["fcw"][l], grads["fcb"][l], dfch, c["fc"])
         layernorm_backward(dx_mid, grads["ln2w"][l], grads["ln2b"][l], dln2, c["ln2"])
         # x_mid = x_in + attproj: same again for the attention branch.
-        dx_in, dattproj = np.zeros_like(dx), np.zeros_like(dx)
         residual_backward(dx_in, dattproj, dx_mid, c["res1"])
-        datty = np.zeros((B, T, C), dtype)
         matmul_backward(datty, grads["attprojw"][l], grads["attprojb"][l], dattproj, c["attproj"])
-        dqkv = np.zeros((B, T, 3 * C), dtype)
         attention_backward(dqkv, datty, c["att"])
-        dln1 = np.zeros((B, T, C), dtype)
         matmul_backward(dln1, grads["qkvw"][l], grads["qkvb"][l], dqkv, c["qkv"])
         layernorm_backward(dx_in, grads["ln1w"][l], grads["ln1b"][l], dln1, c["ln1"])
-        dx = dx_in
+        dx, dx_in = dx_in, dx                      # the block's input gradient flows on down
     encoder_backward(grads["wte"], grads["wpe"], dx, cache["encoder"])     # second half of dwte
     return grads

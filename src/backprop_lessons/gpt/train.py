@@ -16,6 +16,8 @@ kept out so the loop stays short enough to read in one screen.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .corpus import CharVocab
@@ -50,28 +52,47 @@ class AdamW:
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
         p -= lr * ( m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps)  +  wd * p )
     with wd applied only to the names in DECAYED.  The moments m and v are
-    kept per parameter name, in the parameters' dtype.
+    kept per parameter name, in the parameters' dtype; they start at zero and,
+    as in torch.optim, are created by the first step.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
         self.lr, self.beta1, self.beta2 = lr, betas[0], betas[1]
         self.eps, self.weight_decay = eps, weight_decay
-        self.m = {name: np.zeros_like(p) for name, p in params.items()}
-        self.v = {name: np.zeros_like(p) for name, p in params.items()}
+        self.m, self.v = {}, {}  # name -> array, filled by the first step
         self.t = 0
 
     def step(self, params, grads) -> None:
-        """Update every parameter in place from its gradient."""
+        """Update every parameter, and its moments m and v, in place from its gradient.
+
+        The formula of the class docstring, in torch.optim.AdamW's order of
+        operations: p *= 1 - lr wd; then p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+        One scratch array per parameter holds each intermediate in turn.
+        """
         self.t += 1
-        b1, b2 = self.beta1, self.beta2
+        b1, b2, lr = self.beta1, self.beta2, self.lr
+        step_size = lr / (1 - b1 ** self.t)             # lr with m's bias correction
+        v_correction = math.sqrt(1 - b2 ** self.t)      # sqrt of v's bias correction
         for name, p in params.items():
-            g = grads[name]
-            self.m[name] = b1 * self.m[name] + (1 - b1) * g
-            self.v[name] = b2 * self.v[name] + (1 - b2) * g * g
-            m_hat = self.m[name] / (1 - b1 ** self.t)
-            v_hat = self.v[name] / (1 - b2 ** self.t)
-            wd = self.weight_decay if name in DECAYED else 0.0
-            p -= (self.lr * (m_hat / (np.sqrt(v_hat) + self.eps) + wd * p)).astype(p.dtype)
+            if name not in self.m:  # first step (made now, they sit in memory above this
+                # step's arrays and keep the C library from returning that memory to the system)
+                self.m[name], self.v[name] = np.zeros_like(p), np.zeros_like(p)
+            g, m, v = grads[name], self.m[name], self.v[name]
+            tmp = g * (1 - b1)
+            m *= b1
+            m += tmp                                    # m = b1 m + (1 - b1) g
+            np.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v *= b2
+            v += tmp                                    # v = b2 v + (1 - b2) g^2
+            if name in DECAYED and self.weight_decay:
+                p *= 1 - lr * self.weight_decay         # decoupled weight decay
+            np.sqrt(v, out=tmp)
+            tmp /= v_correction
+            tmp += self.eps                             # sqrt(v_hat) + eps
+            np.divide(m, tmp, out=tmp)
+            tmp *= step_size                            # lr * m_hat / (sqrt(v_hat) + eps)
+            p -= tmp
 
 
 def train(params, config: GPTConfig, data: np.ndarray, steps: int, batch_size: int = 16,
@@ -90,6 +111,7 @@ def train(params, config: GPTConfig, data: np.ndarray, steps: int, batch_size: i
         grads = gpt_backward(params, config, cache)
         opt.step(params, grads)
         losses.append(loss)
+        del cache, grads  # free this step's arrays now, not during the next forward
     return losses
 
 

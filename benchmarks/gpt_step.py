@@ -1,0 +1,342 @@
+"""The hand-written NumPy GPT vs its PyTorch twin: one full training step each, on the CPU.
+
+What it measures
+    One training step - forward, backward and an AdamW update of every
+    parameter - of the same small GPT written twice:
+      numpy  backprop_lessons.gpt: gpt_forward, gpt_backward (the layer
+             backwards written by hand, chapter 6) and train.AdamW
+      torch  backprop_lessons.gpt.reference.torch_gpt_loss (the PyTorch twin,
+             eager mode), loss.backward() and torch.optim.AdamW
+    Same config (vocab 65, block 64, batch 16, 4 layers, 4 heads, 128
+    channels: a small character-level GPT), float32, the same initial
+    parameters and the same batch; AdamW with the same hyperparameters on
+    both sides (lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on
+    the matrices in train.DECAYED and none on biases and layernorm gains).
+
+    Validation first, nothing is timed if it fails:
+      float64, small batch  loss, every gradient and every updated parameter
+                            after one step agree to 1e-10 (relative)
+      float32, full config  loss and every gradient agree to the float32
+                            tolerances of reference.DEFAULT_TOLERANCES, and
+                            every updated parameter to a tenth of the
+                            learning rate (absolute)
+    (relative: max|a - b| / max|b| per tensor).  Why the float32 update is
+    compared on the scale of lr: Adam's first step is lr * g / (|g| + eps),
+    about lr * sign(g), so an entry whose gradient is at the level of
+    float32 rounding noise (the key bias, whose exact gradient is 0 because
+    softmax ignores a shift of a whole row of scores, or weights that meet
+    only such noise) moves by a different fraction of lr on each side.
+    Measured: at most a few hundredths of lr, on entries with |g| near 1e-9.
+
+    Timing: after a warm-up the two sides take turns, one step each, R
+    times (a change of load on a shared machine then hits both alike).
+    Printed and stored: the fastest and the median step of each side, in
+    wall-clock time and in process CPU time, and the ratios numpy / torch
+    (below 1: the hand-written step is faster).  The headline ratio is the
+    one of the fastest steps, the better estimate of the cost on a machine
+    shared with other work.
+
+    Memory, measured on one extra step of each side (not timed):
+      numpy  peak bytes traced by `tracemalloc` during the step above what
+             was allocated before it: every NumPy array the step creates
+             (layer caches, gradient buffers, temporaries) plus Python
+             objects.  Parameters and AdamW moments exist before the step
+             and are not counted.
+      torch  `backprop_lessons.debug.measure_memory`: the peak bytes of
+             tensor storage handed out by PyTorch's CPU allocator during the
+             step (saved activations, gradients, temporaries), from the
+             profiler's allocation events; parameters and optimizer state
+             exist before the step and are not counted.  `tracemalloc` does
+             not see PyTorch's allocations.
+    Neither counts memory a BLAS library allocates for itself.  Also
+    printed: the minor page faults per step of each side (from getrusage):
+    memory the C library returned to the operating system and takes back
+    costs one fault per 4 KB page.
+
+Threads
+    Each thread setting runs in a fresh subprocess, because OpenBLAS fixes
+    its thread count when NumPy loads:
+      1        OPENBLAS/OMP/MKL_NUM_THREADS=1 and torch.set_num_threads(1)
+      default  none of those set: each library picks its own count
+    The threads each library really uses are read back and stored.
+
+How to run
+    make bench      or      .venv/bin/python benchmarks/gpt_step.py
+    Options: --settings 1 default, --repeats R (default 25).  Takes about a
+    minute.  Writes benchmarks/results/gpt_step.json (benchmarks/report.py
+    turns it into the table of the book's performance appendix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "gpt_step.json"
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
+BATCH = 16
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+PARAM_TOLERANCE = {"float64": 1e-10, "float32": 0.1}  # relative; in units of lr (see above)
+
+
+# ---- the two sides ---------------------------------------------------------------
+
+def numpy_side(params, config, idx, targets):
+    """A step function of the hand-written GPT; it updates `params` (a dict of arrays) in place."""
+    from backprop_lessons.gpt import gpt_backward, gpt_forward
+    from backprop_lessons.gpt.train import AdamW
+    opt = AdamW(params, **ADAMW)
+
+    def step():
+        loss, cache = gpt_forward(params, config, idx, targets)
+        grads = gpt_backward(params, config, cache)
+        opt.step(params, grads)
+        return loss, grads
+
+    return step
+
+
+def torch_side(params, config, idx, targets):
+    """A step function of the PyTorch twin, and its parameters (leaf tensors, copies of `params`)."""
+    import torch
+    from backprop_lessons.gpt.reference import torch_gpt_loss
+    from backprop_lessons.gpt.train import DECAYED
+    tp = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
+    wd = ADAMW["weight_decay"]
+    groups = [{"params": [t for n, t in tp.items() if n in DECAYED], "weight_decay": wd},
+              {"params": [t for n, t in tp.items() if n not in DECAYED], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"])
+    idx_t, targets_t = torch.as_tensor(idx), torch.as_tensor(targets)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch_gpt_loss(tp, config, idx_t, targets_t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, tp
+
+
+def make_problem(dtype: str, batch: int, seq_len: int, seed: int = 0):
+    """Config, parameters (GPT-2 init plus noise, so no gradient is trivially zero) and a batch."""
+    import numpy as np
+    from backprop_lessons.gpt import GPTConfig, init_params
+    config = GPTConfig(**CONFIG)
+    rng = np.random.default_rng(seed)
+    params = {k: (v + 0.05 * rng.standard_normal(v.shape)).astype(dtype)
+              for k, v in init_params(config, seed=seed, dtype=np.float64).items()}
+    idx = rng.integers(0, config.vocab_size, size=(batch, seq_len))
+    targets = rng.integers(0, config.vocab_size, size=(batch, seq_len))
+    return config, params, idx, targets
+
+
+# ---- validation --------------------------------------------------------------------
+
+def rel_diff(a, b) -> float:
+    """max|a - b| / max|b|, in float64."""
+    import numpy as np
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def validate(dtype: str, batch: int, seq_len: int) -> dict:
+    """One step on each side from the same parameters: loss, gradients, updated parameters."""
+    import numpy as np
+    from backprop_lessons.gpt.reference import DEFAULT_TOLERANCES
+    config, params, idx, targets = make_problem(dtype, batch, seq_len)
+    np_params = {k: v.copy() for k, v in params.items()}
+    np_loss, np_grads = numpy_side(np_params, config, idx, targets)()
+    t_step, tp = torch_side(params, config, idx, targets)
+    t_loss = t_step().item()
+    tol = DEFAULT_TOLERANCES[dtype]
+    grad_errors = {k: rel_diff(np_grads[k], tp[k].grad.numpy()) for k in params}
+    param_errors = {k: rel_diff(np_params[k], tp[k].detach().numpy()) for k in params}
+    param_abs_diff = max(float(np.abs(np_params[k] - tp[k].detach().numpy()).max()) for k in params)
+    result = {
+        "dtype": dtype, "batch": batch, "seq_len": seq_len,
+        "loss_rel_diff": abs(np_loss - t_loss) / abs(t_loss),
+        "grad_max_rel_diff": max(grad_errors.values()),
+        "param_max_rel_diff": max(param_errors.values()),
+        "param_max_abs_diff_over_lr": param_abs_diff / ADAMW["lr"],
+        "dtypes_kept": all(np_params[k].dtype == dtype for k in params),
+    }
+    result["ok"] = bool(result["loss_rel_diff"] <= tol["loss"]
+                        and all(e <= tol.get(k, tol["default"]) for k, e in grad_errors.items())
+                        and (result["param_max_rel_diff"] if dtype == "float64" else
+                             result["param_max_abs_diff_over_lr"]) <= PARAM_TOLERANCE[dtype]
+                        and result["dtypes_kept"])
+    return result
+
+
+# ---- time and memory ---------------------------------------------------------------
+
+def time_sides(steps: dict, repeats: int) -> dict:
+    """Wall-clock and CPU seconds of every step, the sides taking turns."""
+    import resource
+    for step in steps.values():  # warm-up
+        for _ in range(3):
+            step()
+    wall = {name: [] for name in steps}
+    cpu = {name: [] for name in steps}
+    faults = {name: 0 for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            t0, c0 = time.perf_counter(), time.process_time()
+            step()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+            faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    return {
+        "best_s": {n: min(v) for n, v in wall.items()},
+        "median_s": {n: statistics.median(v) for n, v in wall.items()},
+        "best_cpu_s": {n: min(v) for n, v in cpu.items()},
+        "median_cpu_s": {n: statistics.median(v) for n, v in cpu.items()},
+        "page_faults_per_step": {n: f / repeats for n, f in faults.items()},
+    }
+
+
+def numpy_peak_bytes(step) -> int:
+    """Peak bytes traced by tracemalloc during one call of `step`, above what was there before."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        step()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def worker(setting: str, repeats: int) -> dict:
+    """Run in a fresh process whose environment `run_setting` prepared."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(HERE))
+    from machine_info import machine_info, openblas_threads
+    from backprop_lessons.debug import measure_memory
+    if setting != "default":
+        torch.set_num_threads(int(setting))
+    np.zeros((64, 64)) @ np.zeros((64, 64))  # make OpenBLAS start its threads
+    counts = {"numpy_blas": openblas_threads(), "torch": torch.get_num_threads()}
+    print(f"setting {setting}: NumPy's OpenBLAS uses {counts['numpy_blas']} thread(s), "
+          f"torch uses {counts['torch']}", flush=True)
+
+    checks = [validate("float64", 2, 16), validate("float32", BATCH, CONFIG["block_size"])]
+    for c in checks:
+        print(f"  check {c['dtype']} (B={c['batch']}, T={c['seq_len']}): one step agrees: {c['ok']} "
+              f"(max relative difference: loss {c['loss_rel_diff']:.1e}, gradients "
+              f"{c['grad_max_rel_diff']:.1e}, updated parameters {c['param_max_rel_diff']:.1e}; "
+              f"largest parameter difference {c['param_max_abs_diff_over_lr']:.1e} lr)",
+              flush=True)
+    if not all(c["ok"] for c in checks):
+        raise SystemExit("the two sides disagree: not timing")
+
+    config, params, idx, targets = make_problem("float32", BATCH, CONFIG["block_size"])
+    np_params = {k: v.copy() for k, v in params.items()}
+    steps = {"numpy": numpy_side(np_params, config, idx, targets),
+             "torch": torch_side(params, config, idx, targets)[0]}
+    timing = time_sides(steps, repeats)
+    memory = {"numpy": numpy_peak_bytes(steps["numpy"]),
+              "torch": measure_memory(steps["torch"]).peak_bytes}
+    best, med = timing["best_s"], timing["median_s"]
+    return {
+        "setting": setting, "thread_counts": counts, "validation": checks, **timing,
+        "ratio_best": best["numpy"] / best["torch"],
+        "ratio_median": med["numpy"] / med["torch"],
+        "ratio_best_cpu": timing["best_cpu_s"]["numpy"] / timing["best_cpu_s"]["torch"],
+        "peak_bytes": memory,
+        "machine": machine_info(),
+    }
+
+
+# ---- the driver ------------------------------------------------------------------------
+
+def run_setting(setting: str, repeats: int) -> dict:
+    """Run the worker in a subprocess with the thread count of `setting`."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    if setting != "default":
+        env.update({k: setting for k in THREAD_VARS})
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "row.json"
+        subprocess.run([sys.executable, __file__, "--worker", setting, str(out),
+                        "--repeats", str(repeats)], env=env, check=True)
+        return json.loads(out.read_text())
+
+
+def print_table(rows: list[dict]) -> None:
+    head = ["threads (numpy/torch)", "numpy ms best", "torch ms best", "ratio best",
+            "numpy ms median", "torch ms median", "ratio median", "CPU ratio",
+            "numpy peak MB", "torch peak MB", "faults/step numpy/torch"]
+    body = []
+    for r in rows:
+        c, b, m, p, f = (r["thread_counts"], r["best_s"], r["median_s"], r["peak_bytes"],
+                         r["page_faults_per_step"])
+        body.append([f"{r['setting']} ({c['numpy_blas']}/{c['torch']})",
+                     f"{b['numpy'] * 1e3:.1f}", f"{b['torch'] * 1e3:.1f}", f"{r['ratio_best']:.2f}",
+                     f"{m['numpy'] * 1e3:.1f}", f"{m['torch'] * 1e3:.1f}", f"{r['ratio_median']:.2f}",
+                     f"{r['ratio_best_cpu']:.2f}", f"{p['numpy'] / 2**20:.1f}",
+                     f"{p['torch'] / 2**20:.1f}", f"{f['numpy']:.0f}/{f['torch']:.0f}"])
+    widths = [max(len(row[k]) for row in [head] + body) for k in range(len(head))]
+    print()
+    print(" | ".join(h.rjust(w) for h, w in zip(head, widths)))
+    print("-+-".join("-" * w for w in widths))
+    for row in body:
+        print(" | ".join(c.rjust(w) for c, w in zip(row, widths)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--settings", nargs="+", default=["1", "default"],
+                        help="thread settings to run: a thread count or 'default'")
+    parser.add_argument("--repeats", type=int, default=25, help="timed steps per side (default 25)")
+    parser.add_argument("--worker", nargs=2, metavar=("SETTING", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        setting, out = args.worker
+        Path(out).write_text(json.dumps(worker(setting, args.repeats)))
+        return 0
+
+    rows = [run_setting(s, args.repeats) for s in args.settings]
+    print_table(rows)
+    print(f"\nconfig: {CONFIG}, batch {BATCH}, float32; {args.repeats} alternating steps per side")
+    for r in rows:
+        print(f"threads {r['setting']}: hand-written step no slower than PyTorch (fastest steps): "
+              f"{r['ratio_best'] <= 1.0} (ratio {r['ratio_best']:.2f}; medians {r['ratio_median']:.2f})")
+    machine = {**rows[0]["machine"], "torch_threads": None, "numpy_blas_threads": None,
+               "threads_per_setting": {r["setting"]: r["thread_counts"] for r in rows}}
+    payload = {
+        "benchmark": "gpt_step",
+        "description": "one training step (forward, backward, AdamW) of a small GPT: "
+                       "hand-written NumPy vs the PyTorch twin in eager mode, CPU, float32",
+        "config": {**CONFIG, "batch_size": BATCH, "seq_len": CONFIG["block_size"],
+                   "dtype": "float32"},
+        "adamw": ADAMW,
+        "timer": "time.perf_counter per step; best and median over steps taken in alternation",
+        "memory": {"numpy": "tracemalloc peak during one step, above the memory before it",
+                   "torch": "backprop_lessons.debug.measure_memory peak_bytes (profiler "
+                            "allocation events of the CPU allocator) during one step"},
+        "repeats": args.repeats,
+        "rows": [{k: v for k, v in r.items() if k != "machine"} for r in rows],
+        "machine": machine,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
+    shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
+    print(f"wrote {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
