@@ -45,7 +45,7 @@ browser: $(STAMP) chromium-ok
 # outputs (and widget state) - run after changing a chapter or the package.
 notebooks: $(STAMP) dot-ok
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
-	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
+	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; done
 
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart

@@ -46,6 +46,8 @@ def test_stored_top_to_bottom_without_errors(path):
     assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1)), \
         f"{path.name}: re-run it top to bottom in a fresh kernel (make notebooks)"
     for i, c in enumerate(cells, 1):
+        assert "execution" not in c["metadata"], \
+            f"{path.name}: cell {i} stores execution timestamps (make notebooks does not record them)"
         for out in c["outputs"]:
             assert out["output_type"] != "error", f"{path.name}: cell {i} stored an error"
             text = json.dumps(out.get("data", {}).get("text/plain", "")) + json.dumps(out.get("text", ""))
@@ -65,3 +67,19 @@ def test_one_title_and_an_exercises_section(path):
     assert len(titles) == 1, f"{path.name}: expected exactly one H1 title, found {len(titles)}"
     assert re.search(r"^## .*Exercises", md, flags=re.M), f"{path.name}: no '## ...Exercises' section"
     assert re.search(r"^## .*Summary", md, flags=re.M), f"{path.name}: no '## ...Summary' section"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_has_alt_text(path):
+    """A cell that outputs an image describes it for readers who cannot see it.
+
+    The rendered page takes the text from the cell metadata
+    `{"mystnb": {"image": {"alt": ...}}}`; without it the alt attribute is
+    the image's file path.
+    """
+    for i, c in enumerate(_code_cells(path), 1):
+        images = [k for out in c["outputs"] for k in out.get("data", {}) if k.startswith("image/")]
+        if images:
+            alt = c["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+            assert len(alt.split()) >= 8, \
+                f"{path.name}: code cell {i} shows {images[0]} without a description (mystnb.image.alt)"

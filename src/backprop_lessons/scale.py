@@ -12,7 +12,7 @@ and no engine imports it.  It measures the chapter 6 GPT's PyTorch twin
   backward while `fn` runs, read with `torch.autograd.graph.saved_tensors_hooks`
   (each storage counted once; the parameters themselves are not counted).
 - `torch_gpt_loss_checkpointed`: the twin's loss with every transformer
-  block under activation checkpointing (the block's inside is recomputed
+  block (`gpt.reference.torch_gpt_block`) under activation checkpointing (the block's inside is recomputed
   during backward instead of saved).
 - `gradient_ready_order(params, loss_fn)`: the order in which the
   parameters' gradients are finished during backward, recorded with
@@ -30,20 +30,19 @@ Li et al. 2020 (DDP's gradient buckets).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
-from .gpt.layers import LAYERNORM_EPS
 from .gpt.model import GPTConfig
+from .gpt.reference import torch_gpt_block, torch_gpt_loss
 
 __all__ = ["count_flops", "gpt_matmul_parameters", "gpt_flops_formula", "SavedBytes",
-           "saved_tensor_bytes", "torch_gpt_block", "torch_gpt_loss_checkpointed",
+           "saved_tensor_bytes", "torch_gpt_block", "checkpointed_block",
+           "torch_gpt_loss_checkpointed",
            "gradient_ready_order", "assign_buckets", "BucketEvent", "bucket_timeline"]
 
 
@@ -137,42 +136,25 @@ def saved_tensor_bytes(fn: Callable, *args, exclude: Iterable[torch.Tensor] = ()
 # Activation checkpointing
 # ---------------------------------------------------------------------------
 
-def torch_gpt_block(x: torch.Tensor, tp: dict, config: GPTConfig, l: int) -> torch.Tensor:
-    """Block `l` of the GPT twin: x (B, T, C) -> (B, T, C), the same operations as `torch_gpt_loss`."""
-    B, T, C = x.shape
-    NH = config.n_head
-    hs = C // NH
-    mask = torch.ones(T, T, dtype=torch.bool).tril()                         # (T, T)
-    h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
-    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])                          # (B, T, 3C)
-    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))  # (B, NH, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                          # (B, NH, T, T)
-    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)                           # (B, T, C)
-    x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
-    h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
-    h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh")  # (B, T, 4C)
-    return x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
+def checkpointed_block(x: torch.Tensor, tp: dict, config: GPTConfig, l: int) -> torch.Tensor:
+    """Block `l` of the twin under `checkpoint`: only its input x is saved.
+
+    During backward the block's forward runs again from that input, to
+    rebuild the activations its backward needs.
+    """
+    # use_reentrant=True: the block's input is saved with save_for_backward,
+    # so saved_tensor_bytes sees (and counts) it.
+    return checkpoint(torch_gpt_block, x, tp, config, l, use_reentrant=True)
 
 
 def torch_gpt_loss_checkpointed(tp: dict, config: GPTConfig, idx: torch.Tensor,
                                 targets: torch.Tensor) -> torch.Tensor:
-    """The twin's loss with each block checkpointed: only each block's input x is saved.
+    """The twin's loss with every block checkpointed.
 
-    During backward, each block's forward runs again (from its saved input)
-    to rebuild the activations its backward needs: about one extra forward
-    of compute in exchange for keeping one block's activations at a time.
+    About one extra forward of compute, in exchange for keeping one block's
+    activations at a time instead of all of them.
     """
-    B, T = idx.shape
-    C = config.n_embd
-    x = tp["wte"][idx] + tp["wpe"][:T]                                       # (B, T, C)
-    for l in range(config.n_layer):
-        # use_reentrant=True: the block's input is saved with save_for_backward,
-        # so saved_tensor_bytes sees (and counts) it.
-        x = checkpoint(torch_gpt_block, x, tp, config, l, use_reentrant=True)
-    x = F.layer_norm(x, (C,), tp["lnfw"], tp["lnfb"], LAYERNORM_EPS)
-    logits = x @ tp["wte"].T                                                 # (B, T, V), tied
-    return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+    return torch_gpt_loss(tp, config, idx, targets, run_block=checkpointed_block)
 
 
 # ---------------------------------------------------------------------------

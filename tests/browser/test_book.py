@@ -65,7 +65,9 @@ def test_every_page_renders_offline(book_page, page):
         assert pg.locator(".widget-subarea > *").count() == views, f"{page}: a widget rendered twice"
         assert pg.locator(".widget-subarea .jupyter-widgets-error-widget, .widget-error").count() == 0
     for img in pg.locator("article img").all():
-        assert img.get_attribute("alt") is not None, f"{page}: an image has no alt text"
+        alt = img.get_attribute("alt") or ""
+        assert alt.strip(), f"{page}: an image has no alt text"
+        assert not re.search(r"\.(png|svg|jpe?g)$", alt), f"{page}: an image's alt text is its file name: {alt}"
     p.screenshot(page.replace("/", "__"))
     p.assert_clean()
 

@@ -23,7 +23,7 @@ from .checks import CheckTable, compare_arrays
 from .layers import LAYERNORM_EPS
 from .model import GPTConfig, check_params, gpt_backward, gpt_forward
 
-__all__ = ["torch_gpt_loss", "torch_forward_backward", "compare_with_torch",
+__all__ = ["torch_gpt_block", "torch_gpt_loss", "torch_forward_backward", "compare_with_torch",
            "DEFAULT_TOLERANCES"]
 
 # Largest relative error that passes, per dtype; a name not listed uses "default".
@@ -35,28 +35,38 @@ DEFAULT_TOLERANCES = {
 }
 
 
-def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torch.Tensor):
+def torch_gpt_block(x: torch.Tensor, tp: dict, config: GPTConfig, l: int) -> torch.Tensor:
+    """Transformer block `l`: x (B, T, C) -> (B, T, C), pre-norm, as in `layers`."""
+    B, T, C = x.shape
+    NH = config.n_head
+    hs = C // NH
+    mask = torch.ones(T, T, dtype=torch.bool).tril()                         # (T, T)
+    h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
+    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])                          # (B, T, 3C)
+    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))  # (B, NH, T, hs)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                          # (B, NH, T, T)
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    y = (att @ v).transpose(1, 2).reshape(B, T, C)                           # (B, T, C)
+    x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
+    h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
+    h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh")  # (B, T, 4C)
+    return x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
+
+
+def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torch.Tensor,
+                   run_block=torch_gpt_block):
     """The model's loss from torch tensors `tp` (same names as the NumPy params).
 
-    An extra entry `tp["lm_head"]` (V, C), if present, is used by the LM head
-    instead of `wte`: the two uses of the tied matrix then get separate gradients.
+    Each block is computed by `run_block(x, tp, config, l)`; chapter 8 passes
+    a checkpointed one.  An extra entry `tp["lm_head"]` (V, C), if present, is
+    used by the LM head instead of `wte`: the two uses of the tied matrix then
+    get separate gradients.
     """
     B, T = idx.shape
-    C, NH = config.n_embd, config.n_head
-    hs = C // NH
+    C = config.n_embd
     x = tp["wte"][idx] + tp["wpe"][:T]                                       # (B, T, C)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()                         # (T, T)
     for l in range(config.n_layer):
-        h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
-        qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])                      # (B, T, 3C)
-        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))  # (B, NH, T, hs)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                      # (B, NH, T, T)
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)                       # (B, T, C)
-        x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
-        h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
-        h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh")  # (B, T, 4C)
-        x = x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
+        x = run_block(x, tp, config, l)
     x = F.layer_norm(x, (C,), tp["lnfw"], tp["lnfb"], LAYERNORM_EPS)
     logits = x @ tp.get("lm_head", tp["wte"]).T                              # (B, T, V), tied
     return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
