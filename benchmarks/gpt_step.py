@@ -71,17 +71,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from harness import print_table as print_table_of
+from harness import rel_diff, run_worker, start_threads, write_results
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "gpt_step.json"
-THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
 BATCH = 16
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -141,13 +140,6 @@ def make_problem(dtype: str, batch: int, seq_len: int, seed: int = 0):
 
 
 # ---- validation --------------------------------------------------------------------
-
-def rel_diff(a, b) -> float:
-    """max|a - b| / max|b|, in float64."""
-    import numpy as np
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
 
 def validate(dtype: str, batch: int, seq_len: int) -> dict:
     """One step on each side from the same parameters: loss, gradients, updated parameters."""
@@ -221,17 +213,9 @@ def numpy_peak_bytes(step) -> int:
 
 def worker(setting: str, repeats: int) -> dict:
     """Run in a fresh process whose environment `run_setting` prepared."""
-    import numpy as np
-    import torch
-    sys.path.insert(0, str(HERE))
-    from machine_info import machine_info, openblas_threads
+    from machine_info import machine_info
     from backprop_lessons.debug import measure_memory
-    if setting != "default":
-        torch.set_num_threads(int(setting))
-    np.zeros((64, 64)) @ np.zeros((64, 64))  # make OpenBLAS start its threads
-    counts = {"numpy_blas": openblas_threads(), "torch": torch.get_num_threads()}
-    print(f"setting {setting}: NumPy's OpenBLAS uses {counts['numpy_blas']} thread(s), "
-          f"torch uses {counts['torch']}", flush=True)
+    counts = start_threads(setting, setting)
 
     checks = [validate("float64", 2, 16), validate("float32", BATCH, CONFIG["block_size"])]
     for c in checks:
@@ -265,14 +249,7 @@ def worker(setting: str, repeats: int) -> dict:
 
 def run_setting(setting: str, repeats: int) -> dict:
     """Run the worker in a subprocess with the thread count of `setting`."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-    if setting != "default":
-        env.update({k: setting for k in THREAD_VARS})
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "row.json"
-        subprocess.run([sys.executable, __file__, "--worker", setting, str(out),
-                        "--repeats", str(repeats)], env=env, check=True)
-        return json.loads(out.read_text())
+    return run_worker(__file__, setting, setting, repeats)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -288,12 +265,7 @@ def print_table(rows: list[dict]) -> None:
                      f"{m['numpy'] * 1e3:.1f}", f"{m['torch'] * 1e3:.1f}", f"{r['ratio_median']:.2f}",
                      f"{r['ratio_best_cpu']:.2f}", f"{p['numpy'] / 2**20:.1f}",
                      f"{p['torch'] / 2**20:.1f}", f"{f['numpy']:.0f}/{f['torch']:.0f}"])
-    widths = [max(len(row[k]) for row in [head] + body) for k in range(len(head))]
-    print()
-    print(" | ".join(h.rjust(w) for h, w in zip(head, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for row in body:
-        print(" | ".join(c.rjust(w) for c, w in zip(row, widths)))
+    print_table_of(head, body)
 
 
 def main() -> int:
@@ -331,10 +303,7 @@ def main() -> int:
         "rows": [{k: v for k, v in r.items() if k != "machine"} for r in rows],
         "machine": machine,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
-    shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
-    print(f"wrote {shown}")
+    write_results(RESULTS, payload)
     return 0
 
 

@@ -36,7 +36,6 @@ How to run
 from __future__ import annotations
 
 import gc
-import json
 import platform
 import random
 import sys
@@ -48,7 +47,8 @@ from micrograd.engine import Value as MicrogradValue
 
 from backprop_lessons import scalar_nn
 from backprop_lessons.scalar import Value, topological_order
-from machine_info import machine_info  # benchmarks/machine_info.py, next to this file
+from harness import print_table as print_table_of, write_results  # next to this file
+from machine_info import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scalar_engine.json"
 REPEATS = {"graph": 5, "chain": 5, "mlp": 5}
@@ -251,23 +251,12 @@ def print_table(results: dict) -> None:
         rows.append([f"{name} ({r['nodes']:,} nodes)", ms(o["fwd_s"]), ms(o["bwd_s"]),
                      ms(m["fwd_s"]), m["error"] or ms(m["bwd_s"]),
                      "-" if r["speedup"] is None else f"{r['speedup']:.1f}x"])
-    widths = [max(len(str(row[k])) for row in [head] + rows) for k in range(len(head))]
-
-    def line(cells) -> str:  # first column left-aligned, figures right-aligned
-        return " | ".join(str(c).rjust(w) if k else str(c).ljust(w)
-                          for k, (c, w) in enumerate(zip(cells, widths)))
-
-    print()
-    print(line(head))
-    print("-+-".join("-" * w for w in widths))
-    for row in rows:
-        print(line(row))
+    print_table_of(head, rows, left_columns=1)
     speedup = results["graph"]["speedup"]
     print(f"\nours at least 2x faster than micrograd on the 100k graph: {speedup >= 2.0}")
 
 
 def write_json(results: dict) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": "scalar_engine",
         "description": "forward and backward of scalar graphs: backprop_lessons.scalar "
@@ -279,9 +268,7 @@ def write_json(results: dict) -> None:
         "cases": results,
         "machine": machine_info(),
     }
-    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
-    shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
-    print(f"wrote {shown}")
+    write_results(RESULTS, payload)
 
 
 if __name__ == "__main__":

@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from harness import print_table as print_table_of
+from harness import rel_diff, run_worker, start_threads, write_results
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "tensor_engine.json"
@@ -72,7 +72,6 @@ DTYPES = ("float32", "float64")
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
 LR = 0.05
 TARGET_BLOCK_S = 0.05  # each timed turn runs enough steps to last about this long
-THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # glibc malloc, told to keep freed memory instead of handing it back to the OS
 MALLOC_VARS = {"MALLOC_MMAP_THRESHOLD_": str(2**28), "MALLOC_TRIM_THRESHOLD_": str(2**28),
                "MALLOC_TOP_PAD_": str(2**26)}
@@ -145,13 +144,6 @@ def torch_side(init, x, y):
 
 # ---- validation and timing -------------------------------------------------------
 
-def rel_diff(a, b) -> float:
-    """max|a - b| / max|b|, in float64."""
-    import numpy as np
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
-
 def validate(batch, sizes, dtype) -> dict:
     """One step on both sides from the same weights: loss, gradients and updated weights."""
     init, x, y = make_problem(batch, sizes, dtype)
@@ -196,17 +188,8 @@ def time_pair(batch, sizes, dtype, repeats: int) -> dict:
 
 def worker(setting: str, repeats: int) -> dict:
     """Run in a fresh process whose environment `run_setting` prepared."""
-    threads = setting.split("+")[0]
-    import numpy as np
-    import torch
-    sys.path.insert(0, str(HERE))
-    from machine_info import machine_info, openblas_threads
-    if threads != "default":
-        torch.set_num_threads(int(threads))
-    np.zeros((64, 64)) @ np.zeros((64, 64))  # make OpenBLAS start its threads
-    counts = {"numpy_blas": openblas_threads(), "torch": torch.get_num_threads()}
-    print(f"setting {setting}: NumPy's OpenBLAS uses {counts['numpy_blas']}, "
-          f"torch uses {counts['torch']}", flush=True)
+    from machine_info import machine_info
+    counts = start_threads(setting, setting.split("+")[0])
     rows = []
     for name, (batch, sizes) in CONFIGS.items():
         for dtype in DTYPES:
@@ -228,16 +211,8 @@ def worker(setting: str, repeats: int) -> dict:
 def run_setting(setting: str, repeats: int) -> dict:
     """Run the worker in a subprocess with the thread count (and malloc) of `setting`."""
     threads, *extra = setting.split("+")
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k not in MALLOC_VARS}
-    if threads != "default":
-        env.update({k: threads for k in THREAD_VARS})
-    if "malloc" in extra:
-        env.update(MALLOC_VARS)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "rows.json"
-        subprocess.run([sys.executable, __file__, "--worker", setting, str(out),
-                        "--repeats", str(repeats)], env=env, check=True)
-        return json.loads(out.read_text())
+    return run_worker(__file__, setting, threads, repeats, drop_env=tuple(MALLOC_VARS),
+                      extra_env=MALLOC_VARS if "malloc" in extra else None)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -247,14 +222,7 @@ def print_table(rows: list[dict]) -> None:
              r["setting"], str(r["thread_counts"]["torch"]), f"{r['engine_s'] * 1e3:.3f}",
              f"{r['torch_s'] * 1e3:.3f}", f"{r['ratio']:.2f}", f"{r['cpu_ratio']:.2f}"]
             for r in rows]
-    widths = [max(len(row[k]) for row in [head] + body) for k in range(len(head))]
-    line = lambda cells: " | ".join(c.ljust(w) if k < 3 else c.rjust(w)
-                                    for k, (c, w) in enumerate(zip(cells, widths)))
-    print()
-    print(line(head))
-    print("-+-".join("-" * w for w in widths))
-    for row in body:
-        print(line(row))
+    print_table_of(head, body, left_columns=3)
 
 
 def main() -> int:
@@ -290,10 +258,7 @@ def main() -> int:
                     "threads_per_setting": {t: run["rows"][0]["thread_counts"]
                                             for t, run in runs.items()}},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
-    shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
-    print(f"wrote {shown}")
+    write_results(RESULTS, payload)
     return 0
 
 
