@@ -2,7 +2,9 @@
 
 Each notebook is copied alone into an empty directory and executed top to
 bottom in a kernel whose Python sees the pinned requirements but *not*
-`backprop_lessons`; `BACKPROP_LESSONS_SOURCE` points at this checkout, so
+`backprop_lessons`, with Colab's own older versions of the widget and
+IPython stack (`colab_versions.txt`: ipywidgets 7.7, IPython 7.34, ...)
+installed in front of them; `BACKPROP_LESSONS_SOURCE` points at this checkout, so
 the setup cell must `%pip install` the package itself.  One throwaway
 environment serves all notebooks of a run: the first notebook installs the
 package into it and later ones find it installed (each still runs with no
@@ -27,6 +29,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL = "backprop-colab-check"
+COLAB_VERSIONS = Path(__file__).with_name("colab_versions.txt")
 
 
 @pytest.fixture(scope="session")
@@ -41,10 +44,18 @@ def colab_env(tmp_path_factory):
     # but the .pth files inside that folder (the editable install of
     # backprop_lessons among them) are not processed.
     (Path(purelib) / "requirements.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    check = subprocess.run([python, "-c", "import importlib.util as u; "
-                            "print(u.find_spec('backprop_lessons') is None, u.find_spec('numpy') is not None)"],
+    # Colab's versions go into the env's own site-packages, which comes before
+    # the .pth paths on sys.path; pip leaves the requirements' copies alone
+    # ("outside environment") and takes missing dependencies from PyPI.
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "-r", COLAB_VERSIONS], check=True)
+    pins = dict(line.split("==") for line in COLAB_VERSIONS.read_text().splitlines()
+                if line and not line.startswith("#"))
+    check = subprocess.run([python, "-c", "import importlib.util as u, importlib.metadata as m, json; "
+                            "print(json.dumps([u.find_spec('backprop_lessons') is None, "
+                            f"{{n: m.version(n) for n in {sorted(pins)!r}}}]))"],
                            capture_output=True, text=True, check=True)
-    assert check.stdout.split() == ["True", "True"], check
+    assert json.loads(check.stdout) == [True, pins], check.stdout
     kernels = env / "share" / "jupyter" / "kernels" / KERNEL
     kernels.mkdir(parents=True)
     (kernels / "kernel.json").write_text(json.dumps({
