@@ -16,11 +16,12 @@ TOC = (ROOT / "_toc.yml").read_text()
 REPO_URL = CONFIG["repository"]["url"]
 BRANCH = CONFIG["repository"]["branch"]
 
-SETUP_CELL = f'''# Setup: use the book's package; on Colab (or wherever it is missing), install it first.
+SETUP_CELL = f'''# Setup: the book's package, installed first where it is missing (Colab).
 import importlib.util, os
 if importlib.util.find_spec("backprop_lessons") is None:
-    _source = os.environ.get("BACKPROP_LESSONS_SOURCE",
-                             "git+{REPO_URL}@{BRANCH}")
+    _source = os.environ.get(
+        "BACKPROP_LESSONS_SOURCE",
+        "git+{REPO_URL}@{BRANCH}")
     %pip install --quiet {{_source}}
 import backprop_lessons'''
 
@@ -83,3 +84,14 @@ def test_every_figure_has_alt_text(path):
             alt = c["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
             assert len(alt.split()) >= 8, \
                 f"{path.name}: code cell {i} shows {images[0]} without a description (mystnb.image.alt)"
+
+
+MAX_CODE_LINE = 82  # what fits the rendered text column at 1280 pixels (book.css)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_fits_the_page(path):
+    """Code cells read without sideways scrolling in the rendered book."""
+    long = [(i, len(line)) for i, c in enumerate(_code_cells(path), 1)
+            for line in "".join(c["source"]).splitlines() if len(line) > MAX_CODE_LINE]
+    assert not long, f"{path.name}: lines over {MAX_CODE_LINE} characters (code cell, length): {long}"
