@@ -95,3 +95,17 @@ def test_code_fits_the_page(path):
     long = [(i, len(line)) for i, c in enumerate(_code_cells(path), 1)
             for line in "".join(c["source"]).splitlines() if len(line) > MAX_CODE_LINE]
     assert not long, f"{path.name}: lines over {MAX_CODE_LINE} characters (code cell, length): {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_shown_package_source_fits_the_page(path):
+    """Package functions displayed with show_source keep the same width as the cells."""
+    long = []
+    for i, c in enumerate(_code_cells(path), 1):
+        if "show_source(" not in "".join(c["source"]):
+            continue
+        for out in c["outputs"]:
+            text = "".join(out.get("data", {}).get("text/plain", ""))
+            long += [(i, len(line)) for line in text.splitlines() if len(line) > MAX_CODE_LINE]
+    assert not long, (f"{path.name}: shown source lines over {MAX_CODE_LINE} characters "
+                      f"(code cell, length): {long}; rewrap them in src/ and re-execute")

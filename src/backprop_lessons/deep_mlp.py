@@ -108,7 +108,8 @@ class DeepMLP:
         return float(-(Y * logP).sum() / logP.shape[0])
 
     def backward(self, y) -> dict[str, np.ndarray]:
-        """Gradients of the mean cross-entropy for integer labels y (B,), every parameter."""
+        """Gradients of the mean cross-entropy for integer labels y (B,),
+        every parameter."""
         if self.cache is None:
             raise RuntimeError("DeepMLP.backward: call forward(X) first")
         _, act_grad = ACTIVATIONS[self.activation]
@@ -116,8 +117,10 @@ class DeepMLP:
         B = Hs[0].shape[0]
         y = np.asarray(y)
         if y.shape != (B,):
-            raise ValueError(f"DeepMLP.backward: need {B} integer labels, got shape {y.shape}")
-        delta = (np.exp(self.cache["logP"]) - one_hot(y, self.K)) / B  # (B, K)  dL/dlogits
+            raise ValueError(f"DeepMLP.backward: need {B} integer labels, "
+                             f"got shape {y.shape}")
+        # (B, K)  dL/dlogits
+        delta = (np.exp(self.cache["logP"]) - one_hot(y, self.K)) / B
         grads = {"W_out": Hs[-1].T @ delta,  # (n, K)
                  "b_out": delta.sum(axis=0)}  # (K,)
         dH = delta @ p["W_out"].T         # (B, n)  dL/dH_L
@@ -126,7 +129,8 @@ class DeepMLP:
             grads[f"W{l}"] = Hs[l - 1].T @ dZ  # (n, n)
             grads[f"b{l}"] = dZ.sum(axis=0)  # (n,)
             dH_below = dZ @ p[f"W{l}"].T  # (B, n)  through the layer
-            dH = dH + dH_below if self.residual else dH_below  # (B, n)  plus the identity path
+            # (B, n)  plus the identity path
+            dH = dH + dH_below if self.residual else dH_below
         return {name: grads[name] for name in self.params}  # input-side order
 
 

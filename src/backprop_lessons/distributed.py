@@ -94,20 +94,23 @@ def to_numpy(obj: Any) -> Any:
 
 def _worker_main(rank: int, world_size: int, port: int, timeout: float,
                  fn: Callable, args: tuple, results) -> None:
-    """Body of every worker process: join the group, run `fn`, send back ("ok" | "error", rank, payload)."""
+    """Body of every worker process: join the group, run `fn`, send back
+    ("ok" | "error", rank, payload)."""
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = HOST, str(port)  # for worker_info
+    # for worker_info
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = HOST, str(port)
     try:
-        dist.init_process_group(BACKEND, init_method=f"tcp://{HOST}:{port}", rank=rank,
-                                world_size=world_size,
+        dist.init_process_group(BACKEND, init_method=f"tcp://{HOST}:{port}",
+                                rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=timeout))
         message = ("ok", rank, to_numpy(fn(rank, world_size, *args)))
     except BaseException:  # noqa: BLE001 - everything goes back to the caller
         message = ("error", rank, traceback.format_exc())
     try:
         results.put(message)
-        # Flush before leaving the group: the caller then sees this rank's own error
-        # before the error its peers get when this rank's connections close.
+        # Flush before leaving the group: the caller then sees this rank's
+        # own error before the error its peers get when this rank's
+        # connections close.
         results.close()
         results.join_thread()
     finally:
@@ -260,31 +263,38 @@ def full_batch_gradients(x: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[st
 
 def allreduce_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
                         seed: int = 0) -> dict[str, torch.Tensor]:
-    """Backward on this rank's shard, then an explicit all_reduce (sum) of every gradient / world_size.
+    """Backward on this rank's shard, then an explicit all_reduce (sum) of
+    every gradient / world_size.
 
     The batch's mean loss is the mean of the equal shards' mean losses, so
     its gradient is the mean of the shards' gradients.
     """
     model = make_mlp(seed=seed)
-    mse_loss(model, shard(x, rank, world_size), shard(y, rank, world_size)).backward()
+    mse_loss(model, shard(x, rank, world_size),
+             shard(y, rank, world_size)).backward()
     for p in model.parameters():
-        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)  # in place: every rank gets the sum
+        # in place: every rank gets the sum
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
         p.grad /= world_size
     return {name: p.grad for name, p in model.named_parameters()}
 
 
 def ddp_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
                   seed: int = 0) -> dict[str, torch.Tensor]:
-    """The same gradients through DistributedDataParallel, which averages them during backward."""
+    """The same gradients through DistributedDataParallel, which averages
+    them during backward."""
     model = torch.nn.parallel.DistributedDataParallel(make_mlp(seed=seed))
-    mse_loss(model, shard(x, rank, world_size), shard(y, rank, world_size)).backward()
+    mse_loss(model, shard(x, rank, world_size),
+             shard(y, rank, world_size)).backward()
     # DDP wraps the model: its parameters are named "module.<name>"
-    return {name.removeprefix("module."): p.grad for name, p in model.named_parameters()}
+    return {name.removeprefix("module."): p.grad
+            for name, p in model.named_parameters()}
 
 
-def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config, idx: np.ndarray,
-                                targets: np.ndarray) -> dict:
-    """The chapter 6 NumPy GPT, data-parallel: `gpt_backward` on this rank's shard, all-reduced.
+def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config,
+                                idx: np.ndarray, targets: np.ndarray) -> dict:
+    """The chapter 6 NumPy GPT, data-parallel: `gpt_backward` on this rank's
+    shard, all-reduced.
 
     Returns {"loss": mean loss over the whole batch, "grads": {name: gradient}}.
     """
@@ -294,7 +304,8 @@ def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config
                               shard(targets, rank, world_size))
     grads = gpt_backward(params, config, cache)
     reduced = {}
-    for name, g in grads.items():  # the names of PARAMETER_TABLE, in its order on every rank
+    # the names of PARAMETER_TABLE, in its order on every rank
+    for name, g in grads.items():
         t = torch.from_numpy(g)
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         reduced[name] = t / world_size
@@ -303,9 +314,10 @@ def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config
     return {"loss": loss_t / world_size, "grads": reduced}
 
 
-def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray, cap_bytes: int,
-                   seed: int = 0) -> list[list[list[str]]]:
-    """The buckets DDP all-reduces in each of two backward passes, in the order it launches them.
+def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
+                   cap_bytes: int, seed: int = 0) -> list[list[list[str]]]:
+    """The buckets DDP all-reduces in each of two backward passes, in the
+    order it launches them.
 
     A communication hook replaces DDP's all-reduce of each bucket; ours
     writes down the bucket's parameter names, then does the usual
@@ -313,19 +325,25 @@ def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray, cap
     """
     model = make_mlp(seed=seed)
     names = {id(p): name for name, p in model.named_parameters()}
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap_bytes / 2**20)
-    iterations: list[list[list[str]]] = []  # per backward: the buckets, in launch order
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=cap_bytes / 2**20)
+    # per backward: the buckets, in launch order
+    iterations: list[list[list[str]]] = []
 
     def record_then_allreduce(state, bucket):
         iterations[-1].append([names[id(p)] for p in bucket.parameters()])
         t = bucket.buffer().div_(world_size)
-        return dist.all_reduce(t, async_op=True).get_future().then(lambda fut: fut.value()[0])
+        return dist.all_reduce(t, async_op=True).get_future().then(
+            lambda fut: fut.value()[0])
 
     ddp.register_comm_hook(None, record_then_allreduce)
-    for _ in range(2):  # the 2nd backward uses the buckets DDP rebuilt from the 1st one's ready order
+    # the 2nd backward uses the buckets DDP rebuilt from
+    # the 1st one's ready order
+    for _ in range(2):
         ddp.zero_grad()
         iterations.append([])
-        mse_loss(ddp, shard(x, rank, world_size), shard(y, rank, world_size)).backward()
+        mse_loss(ddp, shard(x, rank, world_size),
+                 shard(y, rank, world_size)).backward()
     return iterations
 
 

@@ -364,11 +364,13 @@ def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
 
 
 def jacobian_forward(f: Callable, xs: Sequence[float]) -> list[list[float]]:
-    """The M x P Jacobian of f at xs, one column per JVP: P passes of f on Duals."""
+    """The M x P Jacobian of f at xs, one column per JVP: P passes of f
+    on Duals."""
     xs = _as_floats(xs, "jacobian_forward")
     columns = []
     for j in range(len(xs)):
-        e_j = [1.0 if i == j else 0.0 for i in range(len(xs))]  # the j-th unit vector
+        # the j-th unit vector
+        e_j = [1.0 if i == j else 0.0 for i in range(len(xs))]
         _, column = jvp(f, xs, e_j)
         columns.append(column if isinstance(column, list) else [column])
     return [list(row) for row in zip(*columns)]

@@ -270,8 +270,10 @@ def compare_with_torch(f, inputs, torch_f=None, names=None, tol=1e-12,
 __all__ += ["numerical_param_gradients", "compare_gradients"]
 
 
-def numerical_param_gradients(loss_fn, params: dict, eps: float = 1e-6, names=None) -> dict:
-    """Centered differences of `loss_fn()` for every entry of the arrays in `params`.
+def numerical_param_gradients(loss_fn, params: dict, eps: float = 1e-6,
+                              names=None) -> dict:
+    """Centered differences of `loss_fn()` for every entry of the arrays in
+    `params`.
 
     `loss_fn` takes no argument and reads the arrays of `params`, which are
     changed in place one entry at a time (each entry is restored exactly
@@ -283,8 +285,8 @@ def numerical_param_gradients(loss_fn, params: dict, eps: float = 1e-6, names=No
     grads = {}
     for name in names:
         if name not in params:
-            raise KeyError(f"numerical_param_gradients: no parameter named {name!r} "
-                           f"(have {list(params)})")
+            raise KeyError("numerical_param_gradients: no parameter named "
+                           f"{name!r} (have {list(params)})")
         x = params[name]
         g = np.zeros(x.shape, dtype=np.float64)
         for j in np.ndindex(x.shape):

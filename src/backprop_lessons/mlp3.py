@@ -38,7 +38,8 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:
-    """z - log(sum(exp(z))) along the last axis, with the row max subtracted first."""
+    """z - log(sum(exp(z))) along the last axis,
+    with the row max subtracted first."""
     shifted = z - z.max(axis=-1, keepdims=True)  # (B, K) every row max is 0
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (B, K)
 
@@ -111,11 +112,12 @@ class ThreeLayerMLP:
     # ---- forward -----------------------------------------------------------------
 
     def forward(self, X) -> np.ndarray:
-        """Class probabilities P (B, K) for inputs X (B, d0); keeps what backward needs."""
+        """Class probabilities P (B, K) for inputs X (B, d0); keeps what
+        backward needs."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.d0:
-            raise ValueError(f"ThreeLayerMLP.forward: X must have shape (B, {self.d0}), "
-                             f"got {X.shape}")
+            raise ValueError("ThreeLayerMLP.forward: X must have shape "
+                             f"(B, {self.d0}), got {X.shape}")
         if X.shape[0] == 0:
             raise ValueError("ThreeLayerMLP.forward: X is an empty batch (B = 0)")
         X = X.astype(self.dtype, copy=False)  # (B, d0)
@@ -165,7 +167,8 @@ class ThreeLayerMLP:
     # ---- backward ----------------------------------------------------------------
 
     def backward(self, Y) -> dict[str, np.ndarray]:
-        """Gradients of the mean cross-entropy for every parameter (same keys and shapes).
+        """Gradients of the mean cross-entropy for every parameter (same keys
+        and shapes).
 
         Pure: it reads the cache and the parameters and returns new arrays;
         calling it twice gives the same gradients twice.
@@ -228,7 +231,8 @@ def train(model: ThreeLayerMLP, X, y, epochs: int = 100, lr: float = 1.0,
     n = X.shape[0]
     batch_size = n if batch_size is None else int(batch_size)
     if not 1 <= batch_size <= n:
-        raise ValueError(f"train: batch_size must lie in [1, {n}], got {batch_size}")
+        raise ValueError(f"train: batch_size must lie in [1, {n}], "
+                         f"got {batch_size}")
     rng = np.random.default_rng(seed)
     history = {"loss": [], "accuracy": []}
     for _ in range(epochs):

@@ -51,7 +51,8 @@ __all__ = ["count_flops", "gpt_matmul_parameters", "gpt_flops_formula", "SavedBy
 # ---------------------------------------------------------------------------
 
 def count_flops(fn: Callable, *args, **kwargs) -> tuple[int, object]:
-    """(FLOPs of the matrix multiplications `fn(*args, **kwargs)` ran, its result).
+    """(FLOPs of the matrix multiplications `fn(*args, **kwargs)` ran,
+    its result).
 
     FlopCounterMode intercepts every aten operation and counts the ones it
     has a formula for (mm, addmm, bmm, convolutions, attention kernels):
@@ -65,7 +66,8 @@ def count_flops(fn: Callable, *args, **kwargs) -> tuple[int, object]:
 
 
 def gpt_matmul_parameters(config: GPTConfig) -> int:
-    """How many parameters take part in a matrix multiplication: the block weights and the LM head.
+    """How many parameters take part in a matrix multiplication: the block
+    weights and the LM head.
 
     Per block: qkvw 3C*C, attprojw C*C, fcw 4C*C, fcprojw 4C*C (12 C^2); plus
     wte (V*C), used by the tied LM head.  Left out: wpe (only looked up),
@@ -136,7 +138,8 @@ def saved_tensor_bytes(fn: Callable, *args, exclude: Iterable[torch.Tensor] = ()
 # Activation checkpointing
 # ---------------------------------------------------------------------------
 
-def checkpointed_block(x: torch.Tensor, tp: dict, config: GPTConfig, l: int) -> torch.Tensor:
+def checkpointed_block(x: torch.Tensor, tp: dict, config: GPTConfig,
+                       l: int) -> torch.Tensor:
     """Block `l` of the twin under `checkpoint`: only its input x is saved.
 
     During backward the block's forward runs again from that input, to
@@ -163,7 +166,8 @@ def torch_gpt_loss_checkpointed(tp: dict, config: GPTConfig, idx: torch.Tensor,
 
 def gradient_ready_order(named_params: Iterable[tuple[str, torch.Tensor]],
                          loss_fn: Callable[[], torch.Tensor]) -> list[str]:
-    """The names of the parameters in the order their gradients are finished by `loss_fn().backward()`.
+    """The names of the parameters in the order their gradients are finished
+    by `loss_fn().backward()`.
 
     A post-accumulate-grad hook runs right after a parameter's `.grad` has
     received its last contribution: the moment a data-parallel framework
@@ -174,7 +178,8 @@ def gradient_ready_order(named_params: Iterable[tuple[str, torch.Tensor]],
     try:
         for name, p in named_params:
             if not isinstance(p, torch.Tensor) or not p.requires_grad:
-                raise ValueError(f"gradient_ready_order: {name!r} must be a tensor that requires grad")
+                raise ValueError(f"gradient_ready_order: {name!r} must be a "
+                                 "tensor that requires grad")
             handles.append(p.register_post_accumulate_grad_hook(
                 lambda _p, name=name: order.append(name)))
         loss_fn().backward()
@@ -185,7 +190,8 @@ def gradient_ready_order(named_params: Iterable[tuple[str, torch.Tensor]],
 
 
 def assign_buckets(sizes: dict[str, int], cap_bytes: int) -> list[list[str]]:
-    """DDP's bucket assignment: fill buckets in the order of `sizes`, close one at `cap_bytes`.
+    """DDP's bucket assignment: fill buckets in the order of `sizes`, close
+    one at `cap_bytes`.
 
     `sizes`: name -> bytes of the gradient, in the order the gradients
     become ready (DDP records that order during the first backward and
@@ -194,8 +200,10 @@ def assign_buckets(sizes: dict[str, int], cap_bytes: int) -> list[list[str]]:
     soon as it holds `cap_bytes` or more, so one large gradient may exceed
     the cap on its own.
     """
-    if not isinstance(cap_bytes, int) or isinstance(cap_bytes, bool) or cap_bytes < 1:
-        raise ValueError(f"assign_buckets: cap_bytes must be a positive int, got {cap_bytes!r}")
+    if (not isinstance(cap_bytes, int) or isinstance(cap_bytes, bool)
+            or cap_bytes < 1):
+        raise ValueError("assign_buckets: cap_bytes must be a positive int, "
+                         f"got {cap_bytes!r}")
     buckets: list[list[str]] = [[]]
     filled = 0
     for name, size in sizes.items():

@@ -60,11 +60,14 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     if grad.shape == shape:
         return grad
     extra = grad.ndim - len(shape)  # number of inserted leading axes
-    if extra < 0 or any(n != 1 and n != m for n, m in zip(shape, grad.shape[extra:])):
-        raise ValueError(f"unbroadcast: a gradient of shape {grad.shape} cannot come from "
-                         f"broadcasting shape {shape}")
-    stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
-    summed = grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True)  # (1,..,1, shape)
+    if extra < 0 or any(n != 1 and n != m
+                        for n, m in zip(shape, grad.shape[extra:])):
+        raise ValueError(f"unbroadcast: a gradient of shape {grad.shape} "
+                         f"cannot come from broadcasting shape {shape}")
+    stretched = tuple(extra + i for i, n in enumerate(shape)
+                      if n == 1 and grad.shape[extra + i] != 1)
+    # (1,..,1, shape)
+    summed = grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True)
     return summed.reshape(shape)
 
 
@@ -195,27 +198,34 @@ class Tensor:
     # ---- matmul --------------------------------------------------------------
 
     def __matmul__(self, other) -> Tensor:
-        """A @ B for (m, n) @ (n, k) -> (m, k), or stacks (..., m, n) @ (..., n, k)."""
+        """A @ B for (m, n) @ (n, k) -> (m, k), or stacks
+        (..., m, n) @ (..., n, k)."""
         other = self._other(other, "matmul")
         a, b = self.data, other.data
         if a.ndim < 2 or b.ndim < 2:
-            raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands need at least 2 "
-                             "dimensions (use reshape to make a row or a column)")
+            raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands "
+                             "need at least 2 dimensions "
+                             "(use reshape to make a row or a column)")
         if a.shape[-1] != b.shape[-2]:
             raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dimensions "
                              f"{a.shape[-1]} and {b.shape[-2]} differ")
-        _broadcast_shape(f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} "
-                         f"and {b.shape[:-2]}", a.shape[:-2], b.shape[:-2])
+        _broadcast_shape(f"matmul: {a.shape} @ {b.shape}: batch dimensions "
+                         f"{a.shape[:-2]} and {b.shape[:-2]}",
+                         a.shape[:-2], b.shape[:-2])
         return _result(a @ b, (self, other), Tensor.matmul_backward, (a, b), "@")
 
     @staticmethod
     def matmul_backward(g, saved, needs):
         """VJP of Z = A @ B.  Index form: Z_ik = sum_j A_ij B_jk, so
-        dL/dA_ij = sum_k G_ik B_jk = (G B^T)_ij and dL/dB_jk = sum_i A_ij G_ik = (A^T G)_jk.
-        g: (..., m, k), A: (..., m, n), B: (..., n, k) -> dA (..., m, n), dB (..., n, k)."""
+        dL/dA_ij = sum_k G_ik B_jk = (G B^T)_ij and
+        dL/dB_jk = sum_i A_ij G_ik = (A^T G)_jk.
+        g: (..., m, k), A: (..., m, n), B: (..., n, k)
+        -> dA (..., m, n), dB (..., n, k)."""
         a, b = saved
-        da = unbroadcast(g @ b.swapaxes(-1, -2), a.shape) if needs[0] else None  # (..., m, n)
-        db = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape) if needs[1] else None  # (..., n, k)
+        # (..., m, n)
+        da = unbroadcast(g @ b.swapaxes(-1, -2), a.shape) if needs[0] else None
+        # (..., n, k)
+        db = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape) if needs[1] else None
         return da, db
 
     def __rmatmul__(self, other) -> Tensor:
@@ -520,19 +530,22 @@ class Tensor:
         them - while gradients of intermediate tensors are recomputed.
         """
         if not self.requires_grad:
-            raise RuntimeError("backward: this tensor does not require a gradient (none of the "
-                               "tensors it was computed from has requires_grad=True)")
+            raise RuntimeError("backward: this tensor does not require a gradient "
+                               "(none of the tensors it was computed from has "
+                               "requires_grad=True)")
         if grad is None:
             if self.size != 1:
-                raise RuntimeError(f"backward: the output has shape {self.shape}, not a single "
-                                   "number; pass grad= (an array of that shape) or reduce it "
-                                   "first, e.g. y.sum().backward()")
+                raise RuntimeError(f"backward: the output has shape {self.shape}, "
+                                   "not a single number; pass grad= (an array of "
+                                   "that shape) or reduce it first, e.g. "
+                                   "y.sum().backward()")
             seed = np.ones_like(self.data)
         else:
-            seed = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.data.dtype)
+            seed = np.asarray(grad.data if isinstance(grad, Tensor) else grad,
+                              dtype=self.data.dtype)
             if seed.shape != self.shape:
-                raise ValueError(f"backward: grad has shape {seed.shape} but the output has "
-                                 f"shape {self.shape}; they must be equal")
+                raise ValueError(f"backward: grad has shape {seed.shape} but the "
+                                 f"output has shape {self.shape}; they must be equal")
         order = topological_order(self)
         for node in order:
             if node._children:
@@ -606,7 +619,8 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
 
 
 def cross_entropy_backward(g, saved, needs):
-    """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits), y one-hot."""
+    """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits),
+    y one-hot."""
     logp, t = saved
     p = np.exp(logp)                      # (B, C)
     p[np.arange(len(t)), t] -= 1          # p - y

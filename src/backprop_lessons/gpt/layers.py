@@ -56,7 +56,8 @@ def encoder_forward(wte, wpe, inp):
 
 
 def encoder_backward(dwte, dwpe, dout, cache):
-    """Scatter-add: each row of wte gets the sum of dout over every (b, t) that used it.
+    """Scatter-add: each row of wte gets the sum of dout over every (b, t) that
+    used it.
 
     The forward *reads* row inp[b, t] of wte, so the backward *adds* dout[b, t]
     into that row; a token seen k times gets k contributions.  `np.add.at` is
@@ -86,16 +87,18 @@ def layernorm_forward(inp, weight, bias, eps=LAYERNORM_EPS):
     C = inp.shape[-1]
     mean = inp.mean(axis=-1, keepdims=True)                # (B, T, 1)
     out = inp - mean                                       # x - mean, (B, T, C)
-    var = np.einsum("...c,...c->...", out, out)[..., None] / C  # (B, T, 1), mean of squares
+    # (B, T, 1), the mean of squares
+    var = np.einsum("...c,...c->...", out, out)[..., None] / C
     rstd = 1.0 / np.sqrt(var + eps)                        # (B, T, 1)
-    out *= rstd                                            # xhat (var is biased, as in PyTorch)
+    out *= rstd                          # xhat (var is biased, as in PyTorch)
     out *= weight
     out += bias                                            # (B, T, C)
     return out, (inp, weight, mean, rstd)
 
 
 def layernorm_backward(dinp, dweight, dbias, dout, cache):
-    """Backward of layernorm, all three terms of the chain rule through mean and var.
+    """Backward of layernorm, all three terms of the chain rule through mean
+    and var.
 
     With xhat = (x - mu) * rstd and g = dout * weight (the gradient at xhat):
 
@@ -113,13 +116,16 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
     if dbias is not None:
         dbias += dout.sum(axis=(0, 1))
     if dweight is not None:
-        dweight += np.einsum("btc,btc->c", dout, xhat)  # sum over (b, t) of dout * xhat
+        # sum over (b, t) of dout * xhat
+        dweight += np.einsum("btc,btc->c", dout, xhat)
     if dinp is not None:
-        g = dout * weight                                 # (B, T, C), the gradient at xhat
+        g = dout * weight                 # (B, T, C), the gradient at xhat
         mean_g = g.mean(axis=-1, keepdims=True)           # (B, T, 1)
-        mean_gx = np.einsum("...c,...c->...", g, xhat)[..., None] / C  # mean(g xhat)
-        g -= mean_g                                       # in place, the same formula:
-        xhat *= mean_gx                                   # rstd * (g - mean(g) - xhat mean(g xhat))
+        # mean(g xhat), (B, T, 1)
+        mean_gx = np.einsum("...c,...c->...", g, xhat)[..., None] / C
+        # in place, the same formula: rstd * (g - mean(g) - xhat mean(g xhat))
+        g -= mean_g
+        xhat *= mean_gx
         g -= xhat
         g *= rstd
         dinp += g
@@ -128,7 +134,8 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
 # ---- matmul (a linear layer) -----------------------------------------------------
 
 def matmul_forward(inp, weight, bias):
-    """out = inp @ weight.T + bias, weight shaped (out, in) as in PyTorch and llm.c.
+    """out = inp @ weight.T + bias, weight shaped (out, in) as in PyTorch and
+    llm.c.
 
     inp (B, T, C), weight (OC, C), bias (OC,) or None -> out (B, T, OC).
     The B*T positions are flattened into one (B*T, C) matrix: one large BLAS
@@ -143,7 +150,8 @@ def matmul_forward(inp, weight, bias):
 
 
 def matmul_backward(dinp, dweight, dbias, dout, cache):
-    """dinp += dout @ weight,  dweight += dout^T @ inp (summed over B and T),  dbias += sum dout.
+    """dinp += dout @ weight,  dweight += dout^T @ inp (summed over B and T),
+    dbias += sum dout.
 
     dinp (B, T, C), dweight (OC, C), dbias (OC,), dout (B, T, OC).
     """
@@ -151,7 +159,8 @@ def matmul_backward(dinp, dweight, dbias, dout, cache):
     OC, C = weight.shape
     dout2 = dout.reshape(-1, OC)  # (B*T, OC)
     if dinp is not None:
-        dinp += (dout2 @ weight).reshape(dinp.shape)  # (B*T, OC) @ (OC, C) -> (B, T, C)
+        # (B*T, OC) @ (OC, C) -> (B, T, C)
+        dinp += (dout2 @ weight).reshape(dinp.shape)
     if dweight is not None:
         dweight += dout2.T @ inp.reshape(-1, C)  # (OC, B*T) @ (B*T, C) -> (OC, C)
     if dbias is not None:
@@ -180,36 +189,43 @@ def attention_forward(inp, n_head):
     """Causal multi-head attention on the output of the qkv matmul.
 
     inp (B, T, 3C) holds q, k, v side by side -> out (B, T, C).
-    Per head: att = softmax(q k^T / sqrt(hs) with the future masked out), out = att v.
+    Per head: att = softmax(q k^T / sqrt(hs) with the future masked out),
+    out = att v.
     The cache keeps inp and att (B, NH, T, T), the probabilities after the
     softmax; the scores before it are not needed by the backward.
     """
     B, T, C3 = inp.shape
     C = C3 // 3
     if C3 % 3 or C % n_head:
-        raise ValueError(f"attention_forward: the last axis {C3} must be 3*C with C divisible "
-                         f"by n_head={n_head}")
+        raise ValueError(f"attention_forward: the last axis {C3} must be 3*C "
+                         f"with C divisible by n_head={n_head}")
     hs = C // n_head
-    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head) for i in range(3))  # (B, NH, T, hs)
+    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head)
+               for i in range(3))                        # (B, NH, T, hs)
     scale = 1.0 / math.sqrt(hs)
     att = q @ k.transpose(0, 1, 3, 2)                    # (B, NH, T, T)
     att *= scale                                         # scores
-    att += _causal_mask(T, np.dtype(att.dtype))          # -inf where t2 > t: exp(-inf) = 0
-    att -= att.max(axis=-1, keepdims=True)               # stable softmax (the diagonal is finite)
+    # -inf where t2 > t: exp(-inf) = 0
+    att += _causal_mask(T, np.dtype(att.dtype))
+    # stable softmax (the diagonal is finite)
+    att -= att.max(axis=-1, keepdims=True)
     np.exp(att, out=att)
-    att /= att.sum(axis=-1, keepdims=True)               # (B, NH, T, T), rows sum to 1
+    att /= att.sum(axis=-1, keepdims=True)   # (B, NH, T, T), rows sum to 1
     out = np.empty((B, T, C), dtype=att.dtype)
-    np.matmul(att, v, out=_split_heads(out, n_head))     # y = att v (B, NH, T, hs), written
-    return out, (inp, att, n_head)                       # straight into out (B, T, C)
+    # y = att v (B, NH, T, hs), written straight into out (B, T, C)
+    np.matmul(att, v, out=_split_heads(out, n_head))
+    return out, (inp, att, n_head)
 
 
 def attention_backward(dinp, dout, cache):
-    """Backward of attention: through y = att v, the softmax, then the scores q k^T.
+    """Backward of attention: through y = att v, the softmax, then the scores
+    q k^T.
 
     Per head, with y = att v and dy = dout:
         datt = dy v^T,                 dv = att^T dy
     softmax VJP, row by row (att = softmax(s)):
-        ds = att * (datt - sum_j(datt * att))     (masked entries have att = 0, so ds = 0)
+        ds = att * (datt - sum_j(datt * att))
+        (masked entries have att = 0, so ds = 0)
     scores s = scale * q k^T:
         dq = scale * ds k,             dk = scale * ds^T q
     dinp (B, T, 3C), dout (B, T, C).
@@ -219,19 +235,23 @@ def attention_backward(dinp, dout, cache):
     C = C3 // 3
     hs = C // n_head
     scale = 1.0 / math.sqrt(hs)
-    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head) for i in range(3))  # (B, NH, T, hs)
+    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head)
+               for i in range(3))                          # (B, NH, T, hs)
     dy = _split_heads(dout, n_head)                        # (B, NH, T, hs)
     datt = dy @ v.transpose(0, 1, 3, 2)                    # (B, NH, T, T)
     dv = att.transpose(0, 1, 3, 2) @ dy                    # (B, NH, T, hs)
-    # softmax VJP, in place: ds = att * (datt - sum_j datt att), the einsum being that row sum
+    # softmax VJP, in place: ds = att * (datt - sum_j datt att), the einsum
+    # being that row sum
     datt -= np.einsum("...j,...j->...", datt, att)[..., None]
     datt *= att
-    datt *= scale                                          # through the scaling of the scores
+    datt *= scale                          # through the scaling of the scores
     dq = datt @ k                                          # (B, NH, T, hs)
     dk = datt.transpose(0, 1, 3, 2) @ q                    # (B, NH, T, hs)
-    dqkv = _split_heads(dinp, 3 * n_head)                  # (B, 3NH, T, hs), a view of dinp
-    dqkv[:, 0 * n_head:1 * n_head] += dq                   # added straight into dinp's q, k, v
-    dqkv[:, 1 * n_head:2 * n_head] += dk                   # heads: no merged copies
+    # (B, 3NH, T, hs), a view of dinp
+    dqkv = _split_heads(dinp, 3 * n_head)
+    # added straight into dinp's q, k, v heads: no merged copies
+    dqkv[:, 0 * n_head:1 * n_head] += dq
+    dqkv[:, 1 * n_head:2 * n_head] += dk
     dqkv[:, 2 * n_head:3 * n_head] += dv
 
 
@@ -261,7 +281,8 @@ def gelu_forward(inp):
         np.exp(th, out=th)            # exp(-2u)
     th += 1.0
     np.divide(2.0, th, out=th)
-    th -= 1.0                         # tanh(u) = 2 / (1 + exp(-2u)) - 1, kept for the backward
+    # tanh(u) = 2 / (1 + exp(-2u)) - 1, kept for the backward
+    th -= 1.0
     out = th + 1.0
     out *= inp
     out *= 0.5                        # 0.5 x (1 + tanh u)
@@ -303,7 +324,8 @@ def residual_forward(inp1, inp2):
 
 
 def residual_backward(dinp1, dinp2, dout, cache=None):
-    """Addition copies the gradient to both inputs: dinp1 += dout, dinp2 += dout."""
+    """Addition copies the gradient to both inputs: dinp1 += dout,
+    dinp2 += dout."""
     dinp1 += dout
     dinp2 += dout
 
@@ -313,19 +335,23 @@ def residual_backward(dinp1, dinp2, dout, cache=None):
 def crossentropy_softmax_forward(logits, targets):
     """Mean over all B*T positions of -log softmax(logits)[target].
 
-    logits (B, T, V), targets (B, T) integers -> loss (a float), cache (probs, targets).
+    logits (B, T, V), targets (B, T) integers -> loss (a float),
+    cache (probs, targets).
     """
     B, T, V = logits.shape
-    shifted = logits - logits.max(axis=-1, keepdims=True)   # (B, T, V), max is 0: no overflow
+    # (B, T, V), max is 0: no overflow
+    shifted = logits - logits.max(axis=-1, keepdims=True)
     logsumexp = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (B, T, 1)
     logprobs = shifted - logsumexp                           # (B, T, V)
-    picked = np.take_along_axis(logprobs, targets[..., None], axis=-1)  # (B, T, 1)
+    picked = np.take_along_axis(logprobs, targets[..., None],
+                                axis=-1)                     # (B, T, 1)
     loss = -picked.mean()
     return float(loss), (np.exp(logprobs), targets)
 
 
 def crossentropy_softmax_backward(dlogits, dloss, cache):
-    """Fused backward: d loss / d logits = (probs - onehot(target)) / (B*T), times dloss.
+    """Fused backward: d loss / d logits = (probs - onehot(target)) / (B*T),
+    times dloss.
 
     The softmax Jacobian and the log's 1/p cancel, which is why the two are fused.
     dlogits (B, T, V), dloss a float (1.0 for the loss itself).
@@ -334,5 +360,5 @@ def crossentropy_softmax_backward(dlogits, dloss, cache):
     B, T, V = probs.shape
     d = probs * (dloss / (B * T))                       # (B, T, V)
     b, t = np.indices((B, T))                           # (B, T) each
-    d[b, t, targets] -= dloss / (B * T)                 # minus the one-hot of the targets
+    d[b, t, targets] -= dloss / (B * T)       # minus the one-hot of the targets
     dlogits += d

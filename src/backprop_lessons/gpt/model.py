@@ -167,26 +167,34 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None):
         targets = _check_tokens("targets", targets, config, shape=idx.shape)
     p, NH = params, config.n_head
 
-    x, enc = encoder_forward(p["wte"], p["wpe"], idx)                        # (B, T, C)
+    x, enc = encoder_forward(p["wte"], p["wpe"], idx)                 # (B, T, C)
     blocks = []
     for l in range(config.n_layer):
         c = {}
-        ln1, c["ln1"] = layernorm_forward(x, p["ln1w"][l], p["ln1b"][l])     # (B, T, C)
-        qkv, c["qkv"] = matmul_forward(ln1, p["qkvw"][l], p["qkvb"][l])     # (B, T, 3C)
-        atty, c["att"] = attention_forward(qkv, NH)                         # (B, T, C)
-        attproj, c["attproj"] = matmul_forward(atty, p["attprojw"][l], p["attprojb"][l])  # (B, T, C)
-        x, c["res1"] = residual_forward(x, attproj)                         # (B, T, C)
-        ln2, c["ln2"] = layernorm_forward(x, p["ln2w"][l], p["ln2b"][l])    # (B, T, C)
-        fch, c["fc"] = matmul_forward(ln2, p["fcw"][l], p["fcb"][l])        # (B, T, 4C)
-        fch_gelu, c["gelu"] = gelu_forward(fch)                             # (B, T, 4C)
-        fcproj, c["fcproj"] = matmul_forward(fch_gelu, p["fcprojw"][l], p["fcprojb"][l])  # (B, T, C)
-        x, c["res2"] = residual_forward(x, fcproj)                          # (B, T, C)
+        ln1, c["ln1"] = layernorm_forward(
+            x, p["ln1w"][l], p["ln1b"][l])                            # (B, T, C)
+        qkv, c["qkv"] = matmul_forward(
+            ln1, p["qkvw"][l], p["qkvb"][l])                          # (B, T, 3C)
+        atty, c["att"] = attention_forward(qkv, NH)                   # (B, T, C)
+        attproj, c["attproj"] = matmul_forward(
+            atty, p["attprojw"][l], p["attprojb"][l])                 # (B, T, C)
+        x, c["res1"] = residual_forward(x, attproj)                   # (B, T, C)
+        ln2, c["ln2"] = layernorm_forward(
+            x, p["ln2w"][l], p["ln2b"][l])                            # (B, T, C)
+        fch, c["fc"] = matmul_forward(
+            ln2, p["fcw"][l], p["fcb"][l])                            # (B, T, 4C)
+        fch_gelu, c["gelu"] = gelu_forward(fch)                       # (B, T, 4C)
+        fcproj, c["fcproj"] = matmul_forward(
+            fch_gelu, p["fcprojw"][l], p["fcprojb"][l])               # (B, T, C)
+        x, c["res2"] = residual_forward(x, fcproj)                    # (B, T, C)
         blocks.append(c)
-    lnf, lnf_cache = layernorm_forward(x, p["lnfw"], p["lnfb"])             # (B, T, C)
-    logits, head_cache = matmul_forward(lnf, p["wte"], None)                # (B, T, V), tied head
+    lnf, lnf_cache = layernorm_forward(x, p["lnfw"], p["lnfb"])       # (B, T, C)
+    # (B, T, V), tied head: the LM head is wte
+    logits, head_cache = matmul_forward(lnf, p["wte"], None)
 
-    cache = {"shape": idx.shape, "encoder": enc, "blocks": blocks, "lnf": lnf_cache,
-             "lm_head": head_cache, "logits": logits, "loss": None}
+    cache = {"shape": idx.shape, "encoder": enc, "blocks": blocks,
+             "lnf": lnf_cache, "lm_head": head_cache, "logits": logits,
+             "loss": None}
     loss = None
     if targets is not None:
         loss, cache["loss"] = crossentropy_softmax_forward(logits, targets)
@@ -194,7 +202,8 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None):
 
 
 def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
-    """Gradients of the loss of the `gpt_forward` that made `cache`, one per parameter.
+    """Gradients of the loss of the `gpt_forward` that made `cache`, one per
+    parameter.
 
     Calls every layer's backward in the reverse order of the forward.  The
     gradient buffers start at zero and the backwards add into them, so wte
@@ -203,39 +212,50 @@ def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
     through each `x = x + f(x)` and picks up f's contribution on the way.
     """
     if cache.get("loss") is None:
-        raise ValueError("gpt_backward: the forward was run without targets, so there is no "
-                         "loss to differentiate; call gpt_forward(params, config, idx, targets)")
+        raise ValueError("gpt_backward: the forward was run without targets, "
+                         "so there is no loss to differentiate; call "
+                         "gpt_forward(params, config, idx, targets)")
     p = params
     grads = {name: np.zeros_like(a) for name, a in p.items()}
     B, T = cache["shape"]
     C, dtype = config.n_embd, p["wte"].dtype
 
     dlogits = np.zeros((B, T, config.vocab_size), dtype)
-    crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])            # d loss / d loss = 1
+    # d loss / d loss = 1
+    crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
     dlnf = np.zeros((B, T, C), dtype)
-    matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])   # first half of dwte
-    dx = np.zeros((B, T, C), dtype)                                        # the residual stream
+    # first half of dwte
+    matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+    dx = np.zeros((B, T, C), dtype)                   # the residual stream
     layernorm_backward(dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
-    # One set of activation-gradient buffers, reused by every block (zeroed first), as llm.c does.
-    dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1 = (np.empty((B, T, C), dtype)
-                                                            for _ in range(7))
-    dfch_gelu, dfch, dqkv = (np.empty((B, T, n), dtype) for n in (4 * C, 4 * C, 3 * C))
+    # One set of activation-gradient buffers, reused by every block (zeroed
+    # first), as llm.c does.
+    dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1 = (
+        np.empty((B, T, C), dtype) for _ in range(7))
+    dfch_gelu, dfch, dqkv = (np.empty((B, T, n), dtype)
+                             for n in (4 * C, 4 * C, 3 * C))
     for l in reversed(range(config.n_layer)):
         c = cache["blocks"][l]
-        for buf in (dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1, dfch_gelu, dfch, dqkv):
+        for buf in (dx_in, dx_mid, dfcproj, dln2, dattproj, datty, dln1,
+                    dfch_gelu, dfch, dqkv):
             buf.fill(0)
         # x_out = x_mid + fcproj: dx flows on to x_mid and into the MLP branch.
         residual_backward(dx_mid, dfcproj, dx, c["res2"])
-        matmul_backward(dfch_gelu, grads["fcprojw"][l], grads["fcprojb"][l], dfcproj, c["fcproj"])
+        matmul_backward(dfch_gelu, grads["fcprojw"][l], grads["fcprojb"][l],
+                        dfcproj, c["fcproj"])
         gelu_backward(dfch, dfch_gelu, c["gelu"])
         matmul_backward(dln2, grads["fcw"][l], grads["fcb"][l], dfch, c["fc"])
-        layernorm_backward(dx_mid, grads["ln2w"][l], grads["ln2b"][l], dln2, c["ln2"])
+        layernorm_backward(dx_mid, grads["ln2w"][l], grads["ln2b"][l],
+                           dln2, c["ln2"])
         # x_mid = x_in + attproj: same again for the attention branch.
         residual_backward(dx_in, dattproj, dx_mid, c["res1"])
-        matmul_backward(datty, grads["attprojw"][l], grads["attprojb"][l], dattproj, c["attproj"])
+        matmul_backward(datty, grads["attprojw"][l], grads["attprojb"][l],
+                        dattproj, c["attproj"])
         attention_backward(dqkv, datty, c["att"])
         matmul_backward(dln1, grads["qkvw"][l], grads["qkvb"][l], dqkv, c["qkv"])
-        layernorm_backward(dx_in, grads["ln1w"][l], grads["ln1b"][l], dln1, c["ln1"])
-        dx, dx_in = dx_in, dx                      # the block's input gradient flows on down
-    encoder_backward(grads["wte"], grads["wpe"], dx, cache["encoder"])     # second half of dwte
+        layernorm_backward(dx_in, grads["ln1w"][l], grads["ln1b"][l],
+                           dln1, c["ln1"])
+        dx, dx_in = dx_in, dx  # the block's input gradient flows on down
+    # second half of dwte
+    encoder_backward(grads["wte"], grads["wpe"], dx, cache["encoder"])
     return grads

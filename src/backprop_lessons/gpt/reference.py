@@ -35,26 +35,30 @@ DEFAULT_TOLERANCES = {
 }
 
 
-def torch_gpt_block(x: torch.Tensor, tp: dict, config: GPTConfig, l: int) -> torch.Tensor:
-    """Transformer block `l`: x (B, T, C) -> (B, T, C), pre-norm, as in `layers`."""
+def torch_gpt_block(x: torch.Tensor, tp: dict, config: GPTConfig,
+                    l: int) -> torch.Tensor:
+    """Transformer block `l`: x (B, T, C) -> (B, T, C), pre-norm, as in
+    `layers`."""
     B, T, C = x.shape
     NH = config.n_head
     hs = C // NH
-    mask = torch.ones(T, T, dtype=torch.bool).tril()                         # (T, T)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()        # (T, T)
     h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
-    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])                          # (B, T, 3C)
-    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))  # (B, NH, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                          # (B, NH, T, T)
+    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])         # (B, T, 3C)
+    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2)
+               for t in qkv.split(C, dim=2))                # (B, NH, T, hs)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)         # (B, NH, T, T)
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)                           # (B, T, C)
+    y = (att @ v).transpose(1, 2).reshape(B, T, C)          # (B, T, C)
     x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
     h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
-    h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh")  # (B, T, 4C)
+    h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]),
+               approximate="tanh")                          # (B, T, 4C)
     return x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
 
 
-def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torch.Tensor,
-                   run_block=torch_gpt_block):
+def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor,
+                   targets: torch.Tensor, run_block=torch_gpt_block):
     """The model's loss from torch tensors `tp` (same names as the NumPy params).
 
     Each block is computed by `run_block(x, tp, config, l)`; chapter 8 passes
@@ -64,11 +68,11 @@ def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torc
     """
     B, T = idx.shape
     C = config.n_embd
-    x = tp["wte"][idx] + tp["wpe"][:T]                                       # (B, T, C)
+    x = tp["wte"][idx] + tp["wpe"][:T]                      # (B, T, C)
     for l in range(config.n_layer):
         x = run_block(x, tp, config, l)
     x = F.layer_norm(x, (C,), tp["lnfw"], tp["lnfb"], LAYERNORM_EPS)
-    logits = x @ tp.get("lm_head", tp["wte"]).T                              # (B, T, V), tied
+    logits = x @ tp.get("lm_head", tp["wte"]).T             # (B, T, V), tied
     return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
 
 

@@ -73,37 +73,45 @@ def softmax(scores):
 
 
 def scalar_gpt_loss(sparams, config: GPTConfig, idx, targets) -> Value:
-    """Mean cross-entropy of the model on one sequence idx (T,) with targets (T,), as a Value."""
+    """Mean cross-entropy of the model on one sequence idx (T,) with targets
+    (T,), as a Value."""
     T, C, NH = len(idx), config.n_embd, config.n_head
     if T > config.block_size or len(targets) != T:
-        raise ValueError(f"scalar_gpt_loss: need len(idx) == len(targets) <= block_size="
-                         f"{config.block_size}, got {len(idx)} and {len(targets)}")
+        raise ValueError(f"scalar_gpt_loss: need len(idx) == len(targets) "
+                         f"<= block_size={config.block_size}, "
+                         f"got {len(idx)} and {len(targets)}")
     hs = C // NH
     p = sparams
-    xs = [[a + b for a, b in zip(p["wte"][tok], p["wpe"][t])] for t, tok in enumerate(idx)]  # T x C
+    xs = [[a + b for a, b in zip(p["wte"][tok], p["wpe"][t])]
+          for t, tok in enumerate(idx)]                     # T x C
     for l in range(config.n_layer):
-        qkv = [linear(layernorm(x, p["ln1w"][l], p["ln1b"][l]), p["qkvw"][l], p["qkvb"][l])
-               for x in xs]                                                   # T x 3C
+        qkv = [linear(layernorm(x, p["ln1w"][l], p["ln1b"][l]),
+                      p["qkvw"][l], p["qkvb"][l])
+               for x in xs]                                 # T x 3C
         ys = []
-        for t in range(T):                                                    # causal: t2 <= t
+        for t in range(T):                                  # causal: t2 <= t
             y = []
             for h in range(NH):
                 q = qkv[t][h * hs:(h + 1) * hs]
-                scores = [sum(qi * ki for qi, ki in zip(q, qkv[t2][C + h * hs:C + (h + 1) * hs]))
+                scores = [sum(qi * ki for qi, ki
+                              in zip(q, qkv[t2][C + h * hs:C + (h + 1) * hs]))
                           * (1.0 / math.sqrt(hs)) for t2 in range(t + 1)]
                 att = softmax(scores)
-                y += [sum(a * qkv[t2][2 * C + h * hs + i] for t2, a in enumerate(att))
+                y += [sum(a * qkv[t2][2 * C + h * hs + i]
+                          for t2, a in enumerate(att))
                       for i in range(hs)]
-            ys.append(y)                                                      # T x C
-        xs = [[a + b for a, b in zip(x, linear(y, p["attprojw"][l], p["attprojb"][l]))]
+            ys.append(y)                                    # T x C
+        xs = [[a + b for a, b in zip(x, linear(y, p["attprojw"][l],
+                                               p["attprojb"][l]))]
               for x, y in zip(xs, ys)]
-        xs = [[a + b for a, b in zip(x, linear(gelu(linear(layernorm(x, p["ln2w"][l], p["ln2b"][l]),
-                                                           p["fcw"][l], p["fcb"][l])),
-                                                p["fcprojw"][l], p["fcprojb"][l]))]
+        xs = [[a + b for a, b in zip(x, linear(
+                  gelu(linear(layernorm(x, p["ln2w"][l], p["ln2b"][l]),
+                              p["fcw"][l], p["fcb"][l])),
+                  p["fcprojw"][l], p["fcprojb"][l]))]
               for x in xs]
     losses = []
     for x, target in zip(xs, targets):
-        logits = linear(layernorm(x, p["lnfw"], p["lnfb"]), p["wte"])       # V, tied head
+        # V, tied head
+        logits = linear(layernorm(x, p["lnfw"], p["lnfb"]), p["wte"])
         losses.append(-softmax(logits)[int(target)].log())
     return sum(losses) * (1.0 / T)
-

@@ -46,7 +46,8 @@ DECAYED = frozenset({"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"})
 
 
 class AdamW:
-    """Adam with decoupled weight decay (Loshchilov and Hutter), as torch.optim.AdamW.
+    """Adam with decoupled weight decay (Loshchilov and Hutter), as
+    torch.optim.AdamW.
 
     For each parameter p with gradient g, at step t = 1, 2, ...:
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
@@ -56,48 +57,55 @@ class AdamW:
     as in torch.optim, are created by the first step.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+                 weight_decay=0.1):
         self.lr, self.beta1, self.beta2 = lr, betas[0], betas[1]
         self.eps, self.weight_decay = eps, weight_decay
         self.m, self.v = {}, {}  # name -> array, filled by the first step
         self.t = 0
 
     def step(self, params, grads) -> None:
-        """Update every parameter, and its moments m and v, in place from its gradient.
+        """Update every parameter, and its moments m and v, in place from its
+        gradient.
 
         The formula of the class docstring, in torch.optim.AdamW's order of
-        operations: p *= 1 - lr wd; then p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+        operations: p *= 1 - lr wd; then
+        p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
         One scratch array per parameter holds each intermediate in turn.
         """
         self.t += 1
         b1, b2, lr = self.beta1, self.beta2, self.lr
-        step_size = lr / (1 - b1 ** self.t)             # lr with m's bias correction
-        v_correction = math.sqrt(1 - b2 ** self.t)      # sqrt of v's bias correction
+        step_size = lr / (1 - b1 ** self.t)         # lr with m's bias correction
+        v_correction = math.sqrt(1 - b2 ** self.t)  # sqrt of v's bias correction
         for name, p in params.items():
-            if name not in self.m:  # first step (made now, they sit in memory above this
-                # step's arrays and keep the C library from returning that memory to the system)
+            if name not in self.m:
+                # first step (made now, they sit in memory above this step's
+                # arrays and keep the C library from returning that memory to
+                # the system)
                 self.m[name], self.v[name] = np.zeros_like(p), np.zeros_like(p)
             g, m, v = grads[name], self.m[name], self.v[name]
             tmp = g * (1 - b1)
             m *= b1
-            m += tmp                                    # m = b1 m + (1 - b1) g
+            m += tmp                                # m = b1 m + (1 - b1) g
             np.multiply(g, g, out=tmp)
             tmp *= 1 - b2
             v *= b2
-            v += tmp                                    # v = b2 v + (1 - b2) g^2
+            v += tmp                                # v = b2 v + (1 - b2) g^2
             if name in DECAYED and self.weight_decay:
-                p *= 1 - lr * self.weight_decay         # decoupled weight decay
+                p *= 1 - lr * self.weight_decay     # decoupled weight decay
             np.sqrt(v, out=tmp)
             tmp /= v_correction
-            tmp += self.eps                             # sqrt(v_hat) + eps
+            tmp += self.eps                         # sqrt(v_hat) + eps
             np.divide(m, tmp, out=tmp)
-            tmp *= step_size                            # lr * m_hat / (sqrt(v_hat) + eps)
+            tmp *= step_size                # lr * m_hat / (sqrt(v_hat) + eps)
             p -= tmp
 
 
-def train(params, config: GPTConfig, data: np.ndarray, steps: int, batch_size: int = 16,
-          lr: float = 3e-3, weight_decay: float = 0.0, seed: int = 0, optimizer=None) -> list[float]:
-    """`steps` AdamW steps on random batches of `data` (token ids); returns every step's loss.
+def train(params, config: GPTConfig, data: np.ndarray, steps: int,
+          batch_size: int = 16, lr: float = 3e-3, weight_decay: float = 0.0,
+          seed: int = 0, optimizer=None) -> list[float]:
+    """`steps` AdamW steps on random batches of `data` (token ids); returns
+    every step's loss.
 
     `params` are updated in place.  Pass an `optimizer` to continue a run
     with its moments; otherwise a fresh AdamW is made.
@@ -111,7 +119,8 @@ def train(params, config: GPTConfig, data: np.ndarray, steps: int, batch_size: i
         grads = gpt_backward(params, config, cache)
         opt.step(params, grads)
         losses.append(loss)
-        del cache, grads  # free this step's arrays now, not during the next forward
+        # free this step's arrays now, not during the next forward
+        del cache, grads
     return losses
 
 
