@@ -70,14 +70,14 @@ How to run
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from harness import print_table as print_table_of
-from harness import rel_diff, run_worker, start_threads, write_results
+from harness import parse_args_or_run_worker, rel_diff, run_worker, start_threads
+from harness import write_results
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "gpt_step.json"
@@ -273,11 +273,8 @@ def main() -> int:
     parser.add_argument("--settings", nargs="+", default=["1", "default"],
                         help="thread settings to run: a thread count or 'default'")
     parser.add_argument("--repeats", type=int, default=25, help="timed steps per side (default 25)")
-    parser.add_argument("--worker", nargs=2, metavar=("SETTING", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        setting, out = args.worker
-        Path(out).write_text(json.dumps(worker(setting, args.repeats)))
+    args = parse_args_or_run_worker(parser, worker)
+    if args is None:  # this process was a worker
         return 0
 
     rows = [run_setting(s, args.repeats) for s in args.settings]

@@ -78,3 +78,20 @@ def write_results(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=2) + "\n")
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     print(f"wrote {shown}")
+
+
+def parse_args_or_run_worker(parser, worker) -> "argparse.Namespace | None":
+    """Parse the command line; in a worker subprocess run `worker` and return None.
+
+    `run_worker` starts the script with `--worker SETTING OUT`: the worker's
+    result goes to OUT as JSON, and the script has nothing else to do.
+    """
+    import argparse
+    parser.add_argument("--worker", nargs=2, metavar=("SETTING", "OUT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if not args.worker:
+        return args
+    setting, out = args.worker
+    Path(out).write_text(json.dumps(worker(setting, args.repeats)))
+    return None
