@@ -14,6 +14,7 @@ Import `reference` explicitly when you want PyTorch: `from backprop_lessons.gpt 
 
 from .model import (PARAMETER_TABLE, GPTConfig, check_params, gpt_backward, gpt_forward,
                     init_params, num_parameters, parameter_shapes)
+from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (chapter 9)
 
 __all__ = ["GPTConfig", "PARAMETER_TABLE", "parameter_shapes", "init_params", "num_parameters",
-           "check_params", "gpt_forward", "gpt_backward"]
+           "check_params", "gpt_forward", "gpt_backward", "load_hf_gpt2"]
