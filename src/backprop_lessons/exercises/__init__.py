@@ -1,0 +1,1 @@
+"""Self-checks of the exercises: functions that take the answer as an argument."""

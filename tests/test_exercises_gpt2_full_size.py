@@ -1,0 +1,155 @@
+"""The exercise checks of chapter 9 (backprop_lessons.exercises.gpt2_full_size):
+each says "not attempted yet" for a stub, "not yet" for a wrong answer and
+"correct" for a right one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backprop_lessons.exercises import gpt2_full_size as ex
+from backprop_lessons.gpt.hf_checkpoint import CONV1D_PARAMETERS
+from backprop_lessons.gpt.model import PARAMETER_TABLE
+
+
+def verdict(capsys, check, fn) -> str:
+    assert check(fn) is None
+    return capsys.readouterr().out.strip()
+
+
+def stub_raises(*args):
+    raise NotImplementedError
+
+
+def stub_ellipsis(*args): ...
+
+
+# ---- Exercise 1 ---------------------------------------------------------------
+
+
+def count(config):
+    V, maxT, L, C = (
+        config.vocab_size,
+        config.block_size,
+        config.n_layer,
+        config.n_embd,
+    )
+    return V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+@pytest.mark.parametrize("stub", [stub_raises, stub_ellipsis])
+def test_parameter_count_stub(capsys, stub):
+    assert verdict(capsys, ex.check_parameter_count, stub).startswith(
+        "Exercise 1: not attempted yet"
+    )
+
+
+def test_parameter_count_wrong_and_right(capsys):
+    def head_counted_twice(config):
+        return count(config) + config.vocab_size * config.n_embd
+
+    out = verdict(capsys, ex.check_parameter_count, head_counted_twice)
+    assert out.startswith("Exercise 1: not yet") and "wte counted twice" in out
+    assert (
+        verdict(capsys, ex.check_parameter_count, count) == "Exercise 1: correct"
+    )
+    assert count(ex._gpt2_config(*ex.GPT2_SIZES["gpt2 (small)"])) == 124_439_808
+
+
+# ---- Exercise 2 ---------------------------------------------------------------
+
+
+def crossover(config):
+    L, C, V = config.n_layer, config.n_embd, config.vocab_size
+    return (12 * L * C * C + V * C) / (2 * L * C)
+
+
+def test_attention_crossover(capsys):
+    assert verdict(capsys, ex.check_attention_crossover, stub_raises).startswith(
+        "Exercise 2: not attempted yet"
+    )
+    out = verdict(
+        capsys, ex.check_attention_crossover, lambda config: 6 * config.n_embd
+    )
+    assert out.startswith("Exercise 2: not yet") and "LM head" in out
+    assert (
+        verdict(capsys, ex.check_attention_crossover, crossover)
+        == "Exercise 2: correct"
+    )
+    assert round(crossover(ex._gpt2_config(12, 12, 768))) == 6702
+
+
+# ---- Exercise 3 ---------------------------------------------------------------
+
+
+def to_hf_state_dict(params, config, transpose=CONV1D_PARAMETERS):
+    state = {}
+    for name, *_, key in PARAMETER_TABLE:
+        p = params[name]
+        if "{l}" in key:
+            for l in range(config.n_layer):
+                state[key.format(l=l)] = p[l].T if name in transpose else p[l]
+        else:
+            state[key] = p
+    return state
+
+
+def test_to_hf_state_dict(capsys):
+    pytest.importorskip("transformers")
+    assert verdict(capsys, ex.check_to_hf_state_dict, stub_ellipsis).startswith(
+        "Exercise 3: not attempted yet"
+    )
+    out = verdict(
+        capsys,
+        ex.check_to_hf_state_dict,
+        lambda p, c: to_hf_state_dict(p, c, transpose=()),
+    )
+    assert (
+        out.startswith("Exercise 3: not yet")
+        and "c_attn.weight has shape (24, 8)" in out
+    )
+    # square attention projection not transposed: right shapes, wrong values
+    out = verdict(
+        capsys,
+        ex.check_to_hf_state_dict,
+        lambda p, c: to_hf_state_dict(p, c, transpose=("qkvw", "fcw", "fcprojw")),
+    )
+    assert out.startswith("Exercise 3: not yet") and "attprojw" in out
+    out = verdict(
+        capsys,
+        ex.check_to_hf_state_dict,
+        lambda p, c: {
+            k: v for k, v in to_hf_state_dict(p, c).items() if k != "wpe.weight"
+        },
+    )
+    assert "missing keys ['wpe.weight']" in out
+    assert (
+        verdict(capsys, ex.check_to_hf_state_dict, to_hf_state_dict)
+        == "Exercise 3: correct"
+    )
+
+
+def test_transformers_logits_are_compared():
+    """The last step runs transformers' model: a state dict with the two blocks'
+    MLP biases exchanged (same keys and shapes, another model) fails it."""
+    pytest.importorskip("transformers")
+    from backprop_lessons.gpt import GPTConfig, init_params
+
+    config = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8)
+    rng = np.random.default_rng(0)
+    params = {
+        k: v + 0.1 * rng.standard_normal(v.shape)
+        for k, v in init_params(config, dtype=np.float64).items()
+    }
+    state = to_hf_state_dict(params, config)
+    assert ex._transformers_logits_match(
+        state, config, params, np.random.default_rng(1)
+    )
+    swapped = dict(state)
+    swapped["h.0.mlp.c_fc.bias"], swapped["h.1.mlp.c_fc.bias"] = (
+        state["h.1.mlp.c_fc.bias"],
+        state["h.0.mlp.c_fc.bias"],
+    )
+    assert not ex._transformers_logits_match(
+        swapped, config, params, np.random.default_rng(1)
+    )
