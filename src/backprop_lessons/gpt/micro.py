@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from ..gradcheck import array_relative_error
-from ..microgpt import (MicroGPT, MicroGPTConfig, NameVocab, parameter_shapes,
+from ..microgpt import (MicroGPT, MicroGPTConfig, NameVocab, paused_gc,
                         train_order)
 from ..scalar import zero_grad
 from .layers import (attention_backward, attention_forward,
@@ -282,21 +282,32 @@ def time_scalar_vs_numpy(model: MicroGPT, name: str, repeats: int = 5,
                          numpy_runs: int = 20) -> SpeedComparison:
     """Validate (gradients equal to 1e-12), then time both engines in turns:
     one scalar step, then the best of `numpy_runs` NumPy steps, `repeats`
-    times; the fastest of each side is kept."""
+    times; the fastest of each side is kept.  The cyclic garbage collector
+    is paused, as `microgpt.train` runs (see `microgpt.paused_gc`)."""
     check = compare_with_scalar(model, name)
     if not check.passed:
         raise RuntimeError(f"time_scalar_vs_numpy: the two engines disagree, "
                            f"nothing timed\n{check}")
     params, tokens = params_from_model(model), model.encode(name)
     best_scalar = best_numpy = math.inf
-    for _ in range(repeats):
-        zero_grad(model.params)
-        t0 = time.perf_counter()
-        model.loss(name).backward()
-        best_scalar = min(best_scalar, time.perf_counter() - t0)
-        for _ in range(numpy_runs):
-            t0 = time.perf_counter()
-            _, cache = micro_forward(params, model.config, tokens)
-            micro_backward(params, model.config, cache)
-            best_numpy = min(best_numpy, time.perf_counter() - t0)
+    with paused_gc():
+        for _ in range(repeats):
+            best_scalar, best_numpy = _time_turn(model, name, params, tokens,
+                                                 numpy_runs, best_scalar,
+                                                 best_numpy)
     return SpeedComparison(best_scalar, best_numpy)
+
+
+def _time_turn(model, name, params, tokens, numpy_runs, best_scalar,
+               best_numpy) -> tuple[float, float]:
+    """One scalar step, then `numpy_runs` NumPy steps; the minima so far."""
+    zero_grad(model.params)
+    t0 = time.perf_counter()
+    model.loss(name).backward()
+    best_scalar = min(best_scalar, time.perf_counter() - t0)
+    for _ in range(numpy_runs):
+        t0 = time.perf_counter()
+        _, cache = micro_forward(params, model.config, tokens)
+        micro_backward(params, model.config, cache)
+        best_numpy = min(best_numpy, time.perf_counter() - t0)
+    return best_scalar, best_numpy
