@@ -260,8 +260,9 @@ def test_graph_counts_of_a_five_letter_name_are_exact(model):
 @pytest.mark.parametrize("name", ["jo", "emily", "christopher"])
 def test_operation_count_follows_the_per_position_formula(model, name):
     """Per position t: 7,279 operations plus 84 t for attention over the t + 1
-    cached positions (3,504 weights used, one * and one + each, make 6,906
-    of them), and n for the mean at the end."""
+    cached positions, and n for the mean at the end.  The matrices make
+    6,837 of the 7,279: 3,504 weights used, one * each, and 3,333 + to sum
+    the products of 171 dot products."""
     n = len(name) + 1
     expected = sum(7279 + 84 * t for t in range(n)) + n
     assert count_name_graph(model, name).operations == expected
