@@ -61,3 +61,25 @@ def test_the_traced_backward_computes_the_right_gradients():
 def test_non_scalar_output_is_an_error():
     with pytest.raises(ValueError, match="f must return a scalar, got shape \\(2,\\)"):
         torch_backward_graphs(lambda a: a * 2, torch.ones(2))
+
+
+def test_inplace_ops_are_found_in_order():
+    from backprop_lessons.traced import inplace_ops
+
+    def f(x):
+        y = torch.sigmoid(x)
+        y.mul_(2)                       # modifies sigmoid's saved output
+        z = torch.relu(y)
+        z.add_(1.0)
+        torch.nn.functional.relu(z, inplace=True)
+        return z.sum()
+
+    assert inplace_ops(f, torch.randn(3, requires_grad=True)) == [
+        "mul_", "add_", "relu_"]
+
+
+def test_out_of_place_code_has_none_and_out_buffers_do_not_count():
+    from backprop_lessons.traced import inplace_ops
+    buf = torch.empty(3)
+    assert inplace_ops(lambda x: torch.add(x, 1.0, out=buf), torch.ones(3)) == []
+    assert inplace_ops(lambda x: (x * x).sum(), torch.ones(3)) == []

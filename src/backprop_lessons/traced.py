@@ -11,6 +11,11 @@ it, on the CPU) for both graphs and prints them one operation a line:
     forward:  what runs first, and which tensors it saves for backward
     backward: the vector-Jacobian products, as ordinary tensor operations
 
+`inplace_ops(f, *inputs)` lists the in-place (mutating) operations a
+function performs, as PyTorch's dispatcher sees them: the ops to look at
+when autograd reports "a variable needed for gradient computation has been
+modified by an inplace operation".
+
 A comparison module like `gradcheck`: it imports torch, and no engine
 imports it.
 """
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TracedGraphs", "torch_backward_graphs"]
+__all__ = ["TracedGraphs", "torch_backward_graphs", "inplace_ops"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +108,27 @@ def torch_backward_graphs(f, *inputs) -> TracedGraphs:
     saved = tuple(n for n in backward_inputs if not n.startswith("tangents"))
     return TracedGraphs(graph_text(graphs["forward"]),
                         graph_text(graphs["backward"]), saved)
+
+
+def inplace_ops(f, *inputs) -> list[str]:
+    """The in-place operations `f(*inputs)` runs, in order, by their ATen
+    names (add_, relu_, mul_...): every operator whose schema says it writes
+    into an argument that is not an `out=` buffer.  Runs f once, with
+    autograd as it is (call `.backward()` inside f to see the backward too).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    found = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            written = [a for a in func._schema.arguments
+                       if a.alias_info is not None and a.alias_info.is_write
+                       and not a.kwarg_only]
+            if written:
+                found.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        f(*inputs)
+    return found
