@@ -190,6 +190,7 @@ class NameVocab:
 
 
 # ---- the model: functions of numbers (Values or floats) ----------------------
+# exp, log and relu of a Value (a new node) or of a float (just a number).
 
 def _exp(x):
     return x.exp() if isinstance(x, Value) else math.exp(x)
@@ -219,7 +220,7 @@ def _total(xs):
 
 
 def _dot(ws, xs):
-    """sum_i ws[i] xs[i]: one * node and one + node per term."""
+    """sum_i ws[i] xs[i]: n * nodes and n - 1 + nodes for n terms."""
     return _total(w * x for w, x in zip(ws, xs))
 
 
@@ -262,6 +263,7 @@ class KVCache:
 
     @classmethod
     def empty(cls, n_layer: int) -> KVCache:
+        """A cache with no positions yet, for a model of n_layer layers."""
         return cls([[] for _ in range(n_layer)], [[] for _ in range(n_layer)])
 
 
