@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scalar_engine.py
 	$(BIN)/python benchmarks/tensor_engine.py
 	$(BIN)/python benchmarks/gpt_step.py
+	$(BIN)/python benchmarks/microgpt_step.py
 	$(BIN)/python benchmarks/report.py
 	@echo "Results in benchmarks/results; the book's performance appendix includes them (make book)."
 

@@ -31,6 +31,7 @@ import numpy as np
 __all__ = [
     "encoder_forward", "encoder_backward",
     "layernorm_forward", "layernorm_backward",
+    "rmsnorm_forward", "rmsnorm_backward",
     "matmul_forward", "matmul_backward",
     "attention_forward", "attention_backward",
     "gelu_forward", "gelu_backward",
@@ -126,6 +127,59 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
         # in place, the same formula: rstd * (g - mean(g) - xhat mean(g xhat))
         g -= mean_g
         xhat *= mean_gx
+        g -= xhat
+        g *= rstd
+        dinp += g
+
+
+# ---- rmsnorm -----------------------------------------------------------------
+
+def rmsnorm_forward(inp, weight=None, eps=1e-5):
+    """out = x / sqrt(mean(x^2) + eps) * weight, over the last axis.
+
+    RMSNorm (Zhang and Sennrich, 2019) is layernorm without the mean and the
+    bias: it rescales, it does not recenter.  inp (B, T, C), weight (C,) or
+    None (no gain, as in microgpt) -> out (B, T, C).  The cache keeps inp,
+    weight and rstd = 1/sqrt(mean(x^2) + eps) (B, T, 1); xhat = x * rstd is
+    recomputed in the backward, as layernorm's is.
+    """
+    C = inp.shape[-1]
+    # (B, T, 1), the mean of squares
+    ms = np.einsum("...c,...c->...", inp, inp)[..., None] / C
+    rstd = 1.0 / np.sqrt(ms + eps)                         # (B, T, 1)
+    out = inp * rstd                                       # xhat, (B, T, C)
+    if weight is not None:
+        out *= weight
+    return out, (inp, weight, rstd)
+
+
+def rmsnorm_backward(dinp, dweight, dout, cache):
+    """Backward of rmsnorm: layernorm's formula without the path through the
+    mean.
+
+    With xhat = x * rstd and g = dout * weight (g = dout without a weight):
+    d rstd / d x_i = -rstd^3 x_i / C = -rstd^2 xhat_i / C, so
+
+        dx = rstd * (g - xhat * mean(g * xhat))
+
+    (the mean over the C channels is the path through mean(x^2)).
+    dweight = sum over (B, T) of dout * xhat.
+    dinp (B, T, C), dweight (C,) or None, dout (B, T, C).
+    """
+    inp, weight, rstd = cache
+    C = inp.shape[-1]
+    if dweight is not None and weight is None:
+        raise ValueError("rmsnorm_backward: got a dweight buffer, but the "
+                         "forward had no weight (weight=None)")
+    xhat = inp * rstd                   # (B, T, C), recomputed (see the forward)
+    if dweight is not None:
+        # sum over (b, t) of dout * xhat, (C,)
+        dweight += np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))
+    if dinp is not None:
+        g = dout * weight if weight is not None else dout.copy()  # (B, T, C)
+        # mean(g xhat), (B, T, 1)
+        mean_gx = np.einsum("...c,...c->...", g, xhat)[..., None] / C
+        xhat *= mean_gx                 # in place: rstd * (g - xhat mean(g xhat))
         g -= xhat
         g *= rstd
         dinp += g
