@@ -1,0 +1,381 @@
+"""`python -m backprop_lessons.ddp_train`, run every way it can be run, all at once.
+
+Each way starts fresh interpreters that import torch (seconds each, on 2
+shared cores), so one module fixture starts every run concurrently in the
+background - alone, torchrun x2, two torchrun "nodes" with a c10d
+rendezvous, --fsdp, --accumulate 2, and a run whose rank 1 dies after step
+3 - and starts the resume of that run as soon as it has ended.  The tests
+then only read the outputs.
+
+Every process the fixture starts carries a marker in its environment, which
+torchrun passes on to its workers (they run in sessions of their own, so
+killing the launcher's process group would not reach them): teardown kills
+every marked process that is still running, and a test checks that none is
+left.  Only 127.0.0.1 is used: free ports picked by the OS, gloo on `lo`.
+
+The module's functions are also tested in this process (the model against
+the NumPy GPT, batches, options, checkpoints found on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from backprop_lessons import ddp_train as T
+from backprop_lessons.distributed import free_port
+from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
+from backprop_lessons.gpt.corpus import CharVocab, load_corpus
+
+STEPS = 6
+CRASH_AFTER = 3
+COMMON = ["--steps", str(STEPS), "--seed", "3", "--dtype", "float64",
+          "--timeout", "30"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+PROGRAM = ["-m", "backprop_lessons.ddp_train"]
+RUN_LIMIT = 240.0  # seconds: a run still going after this counts as hung
+MARKER = "BACKPROP_LESSONS_TEST_RUN"
+FINAL = re.compile(r"final loss: (\S+)")
+
+
+# ---------------------------------------------------------------------------
+# The launcher
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Finished:
+    """How one command ended: exit code, its outputs, wall seconds."""
+
+    name: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    # what the run left behind, e.g. the checkpoints it wrote
+    left: list = field(default_factory=list)
+
+    def final_loss(self) -> str | None:
+        """The repr after `final loss: ` on the last line of stdout."""
+        lines = self.stdout.strip().splitlines()
+        match = FINAL.fullmatch(lines[-1]) if lines else None
+        return match.group(1) if match else None
+
+    def describe(self) -> str:
+        return (f"{self.name}: exit code {self.returncode} after "
+                f"{self.seconds:.1f} s\n--- stdout\n{self.stdout[-3000:]}"
+                f"\n--- stderr\n{self.stderr[-3000:]}")
+
+
+class Launcher:
+    """Starts commands in the background, each in a session of its own,
+    with output to files; finds and kills everything they started."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.marker = uuid.uuid4().hex
+        self.running: dict[str, tuple[subprocess.Popen, float]] = {}
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({MARKER: self.marker, "OMP_NUM_THREADS": "1",
+                    "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                    "GLOO_SOCKET_IFNAME": "lo", "PYTHONUNBUFFERED": "1"})
+        return env
+
+    def start(self, name: str, argv: list[str]) -> None:
+        out = open(self.directory / f"{name}.out", "w")
+        err = open(self.directory / f"{name}.err", "w")
+        with out, err:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err,
+                                    env=self.env(), start_new_session=True,
+                                    cwd=self.directory)
+        self.running[name] = (proc, time.monotonic())
+
+    def wait(self, name: str) -> Finished:
+        proc, started = self.running[name]
+        left = RUN_LIMIT - (time.monotonic() - started)
+        try:
+            proc.wait(timeout=max(left, 0.1))
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            pytest.fail(f"{name} still ran after {RUN_LIMIT} s: hung")
+        return Finished(name, proc.returncode,
+                        (self.directory / f"{name}.out").read_text(),
+                        (self.directory / f"{name}.err").read_text(),
+                        time.monotonic() - started)
+
+    def marked_processes(self) -> list[psutil.Process]:
+        """Every live process carrying this launcher's marker (workers
+        included: they inherit the environment)."""
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if p.environ().get(MARKER) == self.marker \
+                        and p.status() != psutil.STATUS_ZOMBIE:
+                    found.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def kill_all(self) -> None:
+        for proc, _ in self.running.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.marked_processes():
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        for proc, _ in self.running.values():
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    runs = Launcher(tmp_path_factory.mktemp("ddp_train_runs"))
+    yield runs
+    runs.kill_all()
+    assert psutil.wait_procs(runs.marked_processes(), timeout=10)[1] == []
+
+
+def _torchrun_standalone(*args: str) -> list[str]:
+    return TORCHRUN + ["--standalone", "--nproc-per-node", "2"] + PROGRAM \
+        + COMMON + list(args)
+
+
+@pytest.fixture(scope="module")
+def runs(launcher) -> dict[str, Finished]:
+    """Every way of running, started together; the resume after the crash."""
+    checkpoints = launcher.directory / "checkpoints"
+    launcher.start("crash", _torchrun_standalone(
+        "--checkpoint-dir", str(checkpoints), "--crash-rank", "1",
+        "--crash-after-step", str(CRASH_AFTER)))
+    launcher.start("alone", [sys.executable] + PROGRAM + COMMON)
+    launcher.start("torchrun", _torchrun_standalone())
+    port = free_port()
+    for node in (0, 1):
+        launcher.start(f"node{node}", TORCHRUN + [
+            "--nnodes", "2", "--nproc-per-node", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            "--rdzv-id", launcher.marker] + PROGRAM + COMMON)
+    launcher.start("fsdp", _torchrun_standalone("--fsdp"))
+    launcher.start("accumulate", _torchrun_standalone("--accumulate", "2"))
+    finished = {"crash": launcher.wait("crash")}
+    saved = sorted(p.name for p in checkpoints.iterdir())
+    # a copy for a second resume: one process, FSDP (DCP reshards 2 -> 1)
+    shutil.copytree(checkpoints, launcher.directory / "checkpoints_copy")
+    launcher.start("resume", _torchrun_standalone(
+        "--checkpoint-dir", str(checkpoints), "--resume"))
+    launcher.start("resume_alone_fsdp", [sys.executable] + PROGRAM + COMMON
+                   + ["--fsdp", "--checkpoint-dir",
+                      str(launcher.directory / "checkpoints_copy"),
+                      "--resume"])
+    for name in ("alone", "torchrun", "node0", "node1", "fsdp", "accumulate",
+                 "resume", "resume_alone_fsdp"):
+        finished[name] = launcher.wait(name)
+    finished["crash"].left = saved
+    return finished
+
+
+def _succeeded(run: Finished) -> str:
+    assert run.returncode == 0, run.describe()
+    loss = run.final_loss()
+    assert loss is not None, run.describe()
+    return loss
+
+
+# ---------------------------------------------------------------------------
+# The runs
+# ---------------------------------------------------------------------------
+
+def test_five_ways_of_running_give_the_same_final_loss(runs):
+    losses = {name: _succeeded(runs[name])
+              for name in ("alone", "torchrun", "fsdp", "accumulate")}
+    nodes = [runs["node0"], runs["node1"]]
+    printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
+    for n in nodes:
+        assert n.returncode == 0, n.describe()
+    assert len(printed) == 1, "exactly one node holds rank 0 and prints"
+    losses["two nodes"] = printed[0]
+    reference = float(losses["alone"])
+    table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
+    for name, loss in losses.items():
+        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), \
+            table
+
+
+def test_each_way_runs_as_asked(runs):
+    header = {name: runs[name].stdout.splitlines()[0] for name in
+              ("alone", "torchrun", "fsdp", "accumulate")}
+    assert "DDP, world size 1 " in header["alone"]
+    assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
+    assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
+    assert "2 ranks x 2 micro-batches x 2 sequences" in header["accumulate"]
+    node_out = runs["node0"].stdout + runs["node1"].stdout
+    assert "DDP, world size 2 (gloo on cpu)" in node_out
+    steps = [line for line in runs["torchrun"].stdout.splitlines()
+             if line.startswith("step")]
+    assert len(steps) == STEPS
+
+
+def test_a_dying_worker_stops_the_run_and_is_named(runs):
+    crash = runs["crash"]
+    assert crash.returncode != 0, crash.describe()
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" \
+        in crash.stdout
+    assert crash.final_loss() is None
+    root = crash.stderr.split("Root Cause")[-1]
+    assert re.search(r"rank\s*: 1 \(local_rank: 1\)", root), crash.describe()
+    assert "SIGKILL" in root, crash.describe()
+    # the peer's failure came from a lost connection, not from the timeout
+    assert crash.seconds < RUN_LIMIT
+
+
+def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
+    assert runs["crash"].left == [f"step-{k:06d}"
+                                   for k in range(1, CRASH_AFTER + 1)]
+    resumed = runs["resume"]
+    loss = _succeeded(resumed)
+    assert f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})" \
+        in resumed.stdout
+    steps = [line.split()[1] for line in resumed.stdout.splitlines()
+             if line.startswith("step")]
+    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1,
+                                                    STEPS + 1)]
+    # same way of running, same numbers: the very same float
+    assert loss == _succeeded(runs["torchrun"])
+
+
+def test_a_checkpoint_of_two_ranks_resumes_in_one_fsdp_process(runs):
+    resumed = runs["resume_alone_fsdp"]
+    loss = _succeeded(resumed)
+    assert "FSDP2 (fully_shard), world size 1" in resumed.stdout
+    assert float(loss) == pytest.approx(float(_succeeded(runs["torchrun"])),
+                                        rel=1e-12, abs=0)
+
+
+def test_no_process_is_left(runs, launcher):
+    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] \
+        == []
+
+
+# ---------------------------------------------------------------------------
+# The pieces, in this process
+# ---------------------------------------------------------------------------
+
+CONFIG = T.TINY_CONFIG
+
+
+def test_tiny_config_fits_the_shipped_corpus():
+    assert CONFIG.vocab_size == len(CharVocab(load_corpus()))
+    data = T.corpus_tokens()
+    assert data.min() == 0 and data.max() == CONFIG.vocab_size - 1
+
+
+def test_the_module_computes_the_numpy_gpt_loss_and_gradients():
+    params = init_params(CONFIG, seed=1, dtype=np.float64)
+    x, y = T.step_batch(T.corpus_tokens(), T.TrainOptions(seed=1), 0)
+    model = T.GPTModule(params, CONFIG)
+    loss = model(torch.as_tensor(x), torch.as_tensor(y))
+    loss.backward()
+    ref_loss, cache = gpt_forward(params, CONFIG, x, y)
+    ref_grads = gpt_backward(params, CONFIG, cache)
+    assert loss.item() == pytest.approx(ref_loss, rel=1e-13)
+    grads = {name: getattr(model, name).grad.numpy() for name in T.TOP_NAMES}
+    for name in T.BLOCK_NAMES:
+        grads[name] = np.stack([getattr(b, name).grad.numpy()
+                                for b in model.blocks])
+    assert list(T.full_parameters(model)) == list(params)
+    for name, g in ref_grads.items():
+        np.testing.assert_allclose(grads[name], g, rtol=1e-10, atol=1e-15,
+                                   err_msg=name)
+
+
+def test_full_parameters_stacks_the_blocks_back():
+    params = init_params(CONFIG, seed=2, dtype=np.float32)
+    back = T.full_parameters(T.GPTModule(params, CONFIG))
+    assert all(np.array_equal(back[n], params[n]) for n in params)
+    assert {back[n].dtype for n in back} == {np.dtype(np.float32)}
+
+
+def test_batches_are_the_same_for_the_same_step():
+    data, options = T.corpus_tokens(), T.TrainOptions(seed=5)
+    x1, y1 = T.step_batch(data, options, 4)
+    x2, y2 = T.step_batch(data, options, 4)
+    x3, _ = T.step_batch(data, options, 5)
+    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+    assert not np.array_equal(x1, x3)
+    assert np.array_equal(y1[:, :-1], x1[:, 1:])
+    ex, _ = T.eval_batch(data, options)
+    assert ex.shape == (8, CONFIG.block_size) and not np.array_equal(ex, x1)
+
+
+def test_micro_batches_cover_the_rank_shard_in_order():
+    x = np.arange(16).reshape(8, 2)
+    micro = T.micro_batches(x, x + 100, rank=1, world_size=2, accumulate=2)
+    assert [m[0][:, 0].tolist() for m in micro] == [[8, 10], [12, 14]]
+    assert micro[1][1][0, 0] == 112
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="does not split into 2 ranks x 3"):
+        T.TrainOptions(batch_size=8, accumulate=3).check_world(2)
+    assert T.TrainOptions(batch_size=8, accumulate=2).check_world(2) == 2
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        T.TrainOptions(steps=0)
+    with pytest.raises(ValueError, match="dtype must be"):
+        T.TrainOptions(dtype="float16")
+
+
+def test_command_line_checks():
+    with pytest.raises(SystemExit):
+        T.parse_args(["--resume"])
+    with pytest.raises(SystemExit):
+        T.parse_args(["--crash-rank", "1"])
+    args = T.parse_args(["--fsdp", "--accumulate", "2"])
+    assert args.fsdp and args.accumulate == 2 and args.threads == 1
+
+
+def test_environment_from_torchrun_variables():
+    env = T.Environment.from_env({"RANK": "1", "LOCAL_RANK": "0",
+                                  "WORLD_SIZE": "2"})
+    assert (env.rank, env.local_rank, env.world_size, env.launched) == \
+        (1, 0, 2, True)
+    assert T.Environment.from_env({}).world_size == 1
+
+
+def test_latest_checkpoint_skips_incomplete_ones(tmp_path):
+    assert T.latest_checkpoint(tmp_path) is None
+    for step, complete in ((1, True), (2, True), (3, False)):
+        d = tmp_path / f"step-{step:06d}"
+        d.mkdir()
+        if complete:
+            (d / ".metadata").write_bytes(b"")
+    (tmp_path / "step-notanumber").mkdir()
+    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
+
+
+def test_optimizer_decays_only_the_matrices():
+    model = T.GPTModule(init_params(CONFIG, seed=0), CONFIG)
+    opt = T.make_optimizer(model, T.TrainOptions())
+    decayed = {id(p) for p in opt.param_groups[0]["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in decayed}
+    assert {n.rsplit(".", 1)[-1] for n in names} == \
+        {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+    assert opt.param_groups[1]["weight_decay"] == 0.0
