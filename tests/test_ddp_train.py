@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,6 +66,8 @@ class Finished:
     seconds: float
     # what the run left behind, e.g. the checkpoints it wrote
     left: list = field(default_factory=list)
+    # seconds it took to stop after a crash
+    stopping: float = float("nan")
 
     def final_loss(self) -> str | None:
         """The repr after `final loss: ` on the last line of stdout."""
@@ -87,6 +89,9 @@ class Launcher:
         self.directory = directory
         self.marker = uuid.uuid4().hex
         self.running: dict[str, tuple[subprocess.Popen, float]] = {}
+        self.chained: dict[str, threading.Thread] = {}
+        self.lock = threading.Lock()
+        self.closed = False
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -96,15 +101,37 @@ class Launcher:
         return env
 
     def start(self, name: str, argv: list[str]) -> None:
-        out = open(self.directory / f"{name}.out", "w")
-        err = open(self.directory / f"{name}.err", "w")
-        with out, err:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err,
-                                    env=self.env(), start_new_session=True,
-                                    cwd=self.directory)
-        self.running[name] = (proc, time.monotonic())
+        with self.lock:
+            if self.closed:
+                return
+            with open(self.directory / f"{name}.out", "w") as out, \
+                    open(self.directory / f"{name}.err", "w") as err:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err,
+                                        env=self.env(), cwd=self.directory,
+                                        start_new_session=True)
+            self.running[name] = (proc, time.monotonic())
+
+    def start_after(self, first: str, name: str, argv: list[str],
+                    before=None) -> None:
+        """Start `name` as soon as `first` has ended (from a thread), after
+        calling `before()`."""
+        def chain():
+            try:
+                self.running[first][0].wait(timeout=RUN_LIMIT)
+            except subprocess.TimeoutExpired:
+                return
+            if before is not None:
+                before()
+            self.start(name, argv)
+
+        self.chained[name] = threading.Thread(target=chain, daemon=True)
+        self.chained[name].start()
 
     def wait(self, name: str) -> Finished:
+        if name in self.chained:
+            self.chained[name].join(RUN_LIMIT)
+        if name not in self.running:
+            pytest.fail(f"{name} was never started")
         proc, started = self.running[name]
         left = RUN_LIMIT - (time.monotonic() - started)
         try:
@@ -131,6 +158,9 @@ class Launcher:
         return found
 
     def kill_all(self) -> None:
+        """SIGKILL every process group started and every marked process."""
+        with self.lock:
+            self.closed = True                  # chained runs start no more
         for proc, _ in self.running.values():
             if proc.poll() is None:
                 try:
@@ -146,50 +176,72 @@ class Launcher:
             proc.wait()
 
 
-@pytest.fixture(scope="module")
-def launcher(tmp_path_factory):
-    runs = Launcher(tmp_path_factory.mktemp("ddp_train_runs"))
-    yield runs
-    runs.kill_all()
-    assert psutil.wait_procs(runs.marked_processes(), timeout=10)[1] == []
-
-
 def _torchrun_standalone(*args: str) -> list[str]:
     return TORCHRUN + ["--standalone", "--nproc-per-node", "2"] + PROGRAM \
         + COMMON + list(args)
 
 
-@pytest.fixture(scope="module")
-def runs(launcher) -> dict[str, Finished]:
-    """Every way of running, started together; the resume after the crash."""
-    checkpoints = launcher.directory / "checkpoints"
-    launcher.start("crash", _torchrun_standalone(
+@pytest.fixture(scope="module", autouse=True)
+def launcher(request, tmp_path_factory):
+    """Starts every run when the module starts (the tests in this process
+    then run while they do), if a selected test needs them; kills whatever
+    is left at the end."""
+    runs = Launcher(tmp_path_factory.mktemp("ddp_train_runs"))
+    if any("runs" in item.fixturenames for item in request.session.items
+           if getattr(item, "module", None) is request.module):
+        _start_every_run(runs)
+    yield runs
+    runs.kill_all()
+    assert psutil.wait_procs(runs.marked_processes(), timeout=10)[1] == []
+
+
+def _start_every_run(runs: Launcher) -> None:
+    checkpoints = runs.directory / "checkpoints"
+    runs.start("crash", _torchrun_standalone(
         "--checkpoint-dir", str(checkpoints), "--crash-rank", "1",
         "--crash-after-step", str(CRASH_AFTER)))
-    launcher.start("alone", [sys.executable] + PROGRAM + COMMON)
-    launcher.start("torchrun", _torchrun_standalone())
+    # what the crash left, listed (and when it ended, noted) before the
+    # resume adds to it
+    runs.crash_left, runs.crash_ended = [], []
+
+    def note_crash():
+        runs.crash_ended.append(time.time())
+        runs.crash_left.extend(sorted(p.name for p in checkpoints.iterdir()))
+
+    # The resume: one process with FSDP, from the checkpoints 2 DDP ranks
+    # wrote (DCP reshards on load).
+    runs.start_after(
+        "crash", "resume",
+        [sys.executable] + PROGRAM + COMMON + [
+            "--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
+        before=note_crash)
+    runs.start("alone", [sys.executable] + PROGRAM + COMMON)
+    runs.start("torchrun", _torchrun_standalone())
     port = free_port()
     for node in (0, 1):
-        launcher.start(f"node{node}", TORCHRUN + [
+        runs.start(f"node{node}", TORCHRUN + [
             "--nnodes", "2", "--nproc-per-node", "1",
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-            "--rdzv-id", launcher.marker] + PROGRAM + COMMON)
-    launcher.start("fsdp", _torchrun_standalone("--fsdp"))
-    launcher.start("accumulate", _torchrun_standalone("--accumulate", "2"))
-    finished = {"crash": launcher.wait("crash")}
-    saved = sorted(p.name for p in checkpoints.iterdir())
-    # a copy for a second resume: one process, FSDP (DCP reshards 2 -> 1)
-    shutil.copytree(checkpoints, launcher.directory / "checkpoints_copy")
-    launcher.start("resume", _torchrun_standalone(
-        "--checkpoint-dir", str(checkpoints), "--resume"))
-    launcher.start("resume_alone_fsdp", [sys.executable] + PROGRAM + COMMON
-                   + ["--fsdp", "--checkpoint-dir",
-                      str(launcher.directory / "checkpoints_copy"),
-                      "--resume"])
-    for name in ("alone", "torchrun", "node0", "node1", "fsdp", "accumulate",
-                 "resume", "resume_alone_fsdp"):
-        finished[name] = launcher.wait(name)
-    finished["crash"].left = saved
+            "--rdzv-id", runs.marker] + PROGRAM + COMMON)
+    runs.start("fsdp", _torchrun_standalone("--fsdp"))
+    # no_sync across 2 ranks is counted in test_scale_out; here the
+    # accumulating run is alone, to save starting 3 more interpreters
+    runs.start("accumulate",
+               [sys.executable] + PROGRAM + COMMON + ["--accumulate", "2"])
+
+
+@pytest.fixture(scope="module")
+def runs(launcher) -> dict[str, Finished]:
+    """Every run, finished."""
+    finished = {name: launcher.wait(name)
+                for name in ("crash", "alone", "torchrun", "node0", "node1",
+                             "fsdp", "accumulate", "resume")}
+    finished["crash"].left = list(launcher.crash_left)
+    last = launcher.directory / "checkpoints" / f"step-{CRASH_AFTER:06d}"
+    # seconds from the last checkpoint (the crash came right after it) to
+    # the end of the whole run
+    finished["crash"].stopping = launcher.crash_ended[0] \
+        - (last / ".metadata").stat().st_mtime
     return finished
 
 
@@ -201,82 +253,7 @@ def _succeeded(run: Finished) -> str:
 
 
 # ---------------------------------------------------------------------------
-# The runs
-# ---------------------------------------------------------------------------
-
-def test_five_ways_of_running_give_the_same_final_loss(runs):
-    losses = {name: _succeeded(runs[name])
-              for name in ("alone", "torchrun", "fsdp", "accumulate")}
-    nodes = [runs["node0"], runs["node1"]]
-    printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
-    for n in nodes:
-        assert n.returncode == 0, n.describe()
-    assert len(printed) == 1, "exactly one node holds rank 0 and prints"
-    losses["two nodes"] = printed[0]
-    reference = float(losses["alone"])
-    table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
-    for name, loss in losses.items():
-        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), \
-            table
-
-
-def test_each_way_runs_as_asked(runs):
-    header = {name: runs[name].stdout.splitlines()[0] for name in
-              ("alone", "torchrun", "fsdp", "accumulate")}
-    assert "DDP, world size 1 " in header["alone"]
-    assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
-    assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
-    assert "2 ranks x 2 micro-batches x 2 sequences" in header["accumulate"]
-    node_out = runs["node0"].stdout + runs["node1"].stdout
-    assert "DDP, world size 2 (gloo on cpu)" in node_out
-    steps = [line for line in runs["torchrun"].stdout.splitlines()
-             if line.startswith("step")]
-    assert len(steps) == STEPS
-
-
-def test_a_dying_worker_stops_the_run_and_is_named(runs):
-    crash = runs["crash"]
-    assert crash.returncode != 0, crash.describe()
-    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" \
-        in crash.stdout
-    assert crash.final_loss() is None
-    root = crash.stderr.split("Root Cause")[-1]
-    assert re.search(r"rank\s*: 1 \(local_rank: 1\)", root), crash.describe()
-    assert "SIGKILL" in root, crash.describe()
-    # the peer's failure came from a lost connection, not from the timeout
-    assert crash.seconds < RUN_LIMIT
-
-
-def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
-    assert runs["crash"].left == [f"step-{k:06d}"
-                                   for k in range(1, CRASH_AFTER + 1)]
-    resumed = runs["resume"]
-    loss = _succeeded(resumed)
-    assert f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})" \
-        in resumed.stdout
-    steps = [line.split()[1] for line in resumed.stdout.splitlines()
-             if line.startswith("step")]
-    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1,
-                                                    STEPS + 1)]
-    # same way of running, same numbers: the very same float
-    assert loss == _succeeded(runs["torchrun"])
-
-
-def test_a_checkpoint_of_two_ranks_resumes_in_one_fsdp_process(runs):
-    resumed = runs["resume_alone_fsdp"]
-    loss = _succeeded(resumed)
-    assert "FSDP2 (fully_shard), world size 1" in resumed.stdout
-    assert float(loss) == pytest.approx(float(_succeeded(runs["torchrun"])),
-                                        rel=1e-12, abs=0)
-
-
-def test_no_process_is_left(runs, launcher):
-    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] \
-        == []
-
-
-# ---------------------------------------------------------------------------
-# The pieces, in this process
+# The pieces, in this process (first: the runs go on meanwhile)
 # ---------------------------------------------------------------------------
 
 CONFIG = T.TINY_CONFIG
@@ -360,6 +337,60 @@ def test_environment_from_torchrun_variables():
     assert T.Environment.from_env({}).world_size == 1
 
 
+@pytest.fixture
+def group_of_one():
+    """A process group of this process alone (an in-process store: no
+    network), as `ddp_train` makes when it runs without torchrun."""
+    env = T.Environment(rank=0, local_rank=0, world_size=1, launched=False)
+    T.start_process_group(env, torch.device("cpu"), timeout=30)
+    yield env
+    torch.distributed.destroy_process_group()
+
+
+def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
+    cpu = torch.device("cpu")
+    options = T.TrainOptions(steps=3, seed=4)
+    uninterrupted = T.train(options, group_of_one, cpu)
+    # a run that stopped after step 2, then the same command with --resume
+    T.train(T.TrainOptions(steps=2, seed=4), group_of_one, cpu, tmp_path)
+    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
+    resumed = T.train(options, group_of_one, cpu, tmp_path, resume=True)
+    assert resumed == uninterrupted  # same way of running: the same float
+    with pytest.raises(ValueError, match=r"other options \(seed differ"):
+        T.train(T.TrainOptions(steps=4, seed=5), group_of_one, cpu, tmp_path,
+                resume=True)
+
+
+def test_launch_reports_a_failed_run():
+    run = T.launch(["--steps", "0"], timeout=120)
+    assert run.returncode != 0
+    assert run.command[1:3] == ("-m", "backprop_lessons.ddp_train")
+    with pytest.raises(RuntimeError, match="steps must be a positive int"):
+        run.final_loss
+
+
+def test_finished_reads_the_last_line_and_the_root_cause():
+    run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
+    assert run.final_loss == 3.25 and run.root_cause() is None
+    report = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 17280)
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_20:27:01
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 17281)  (SIGKILL)
+  traceback : Signal 9 (SIGKILL) received by PID 17281
+"""
+    failed = T.Finished(("torchrun",), 1, "", report)
+    assert failed.root_cause() == {"rank": 1, "exitcode": -9,
+                                   "signal": "SIGKILL"}
+    exited = T.Finished(("torchrun",), 1, "", report.replace(
+        "-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)"))
+    assert exited.root_cause() == {"rank": 1, "exitcode": 1, "signal": None}
+
+
 def test_latest_checkpoint_skips_incomplete_ones(tmp_path):
     assert T.latest_checkpoint(tmp_path) is None
     for step, complete in ((1, True), (2, True), (3, False)):
@@ -379,3 +410,75 @@ def test_optimizer_decays_only_the_matrices():
     assert {n.rsplit(".", 1)[-1] for n in names} == \
         {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
     assert opt.param_groups[1]["weight_decay"] == 0.0
+
+
+# ---------------------------------------------------------------------------
+# The runs (started by the `launcher` fixture)
+# ---------------------------------------------------------------------------
+
+def test_five_ways_of_running_give_the_same_final_loss(runs):
+    losses = {name: _succeeded(runs[name])
+              for name in ("alone", "torchrun", "fsdp", "accumulate")}
+    nodes = [runs["node0"], runs["node1"]]
+    printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
+    for n in nodes:
+        assert n.returncode == 0, n.describe()
+    assert len(printed) == 1, "exactly one node holds rank 0 and prints"
+    losses["two nodes"] = printed[0]
+    reference = float(losses["alone"])
+    table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
+    for name, loss in losses.items():
+        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), \
+            table
+
+
+def test_each_way_runs_as_asked(runs):
+    header = {name: runs[name].stdout.splitlines()[0] for name in
+              ("alone", "torchrun", "fsdp", "accumulate")}
+    assert "DDP, world size 1 " in header["alone"]
+    assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
+    assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
+    assert "= 1 rank x 2 micro-batches x 4 sequences" in header["accumulate"]
+    node_out = runs["node0"].stdout + runs["node1"].stdout
+    assert "DDP, world size 2 (gloo on cpu)" in node_out
+    steps = [line for line in runs["torchrun"].stdout.splitlines()
+             if line.startswith("step")]
+    assert len(steps) == STEPS
+
+
+def test_a_dying_worker_stops_the_run_and_is_named(runs):
+    crash = runs["crash"]
+    assert crash.returncode != 0, crash.describe()
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" \
+        in crash.stdout
+    assert crash.final_loss() is None
+    report = T.Finished(("torchrun",), crash.returncode, crash.stdout,
+                        crash.stderr)
+    assert report.root_cause() == {"rank": 1, "exitcode": -9,
+                                   "signal": "SIGKILL"}, crash.describe()
+    # the others stopped within the collective timeout (--timeout 30): the
+    # lost connection told them, they did not wait it out
+    assert crash.stopping < 30, crash.describe()
+
+
+def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
+    assert runs["crash"].left == [f"step-{k:06d}"
+                                  for k in range(1, CRASH_AFTER + 1)]
+    resumed = runs["resume"]
+    loss = _succeeded(resumed)
+    assert f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})" \
+        in resumed.stdout
+    assert "FSDP2 (fully_shard), world size 1" in resumed.stdout
+    steps = [line.split()[1] for line in resumed.stdout.splitlines()
+             if line.startswith("step")]
+    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1,
+                                                    STEPS + 1)]
+    # 2 DDP ranks for 3 steps, then 1 FSDP process: the same sums, split
+    # differently, so the same loss to float64 rounding
+    assert float(loss) == pytest.approx(float(_succeeded(runs["torchrun"])),
+                                        rel=1e-12, abs=0)
+
+
+def test_no_process_is_left(runs, launcher):
+    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] \
+        == []

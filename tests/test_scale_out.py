@@ -110,33 +110,61 @@ def test_throughput_counts_halve_the_work_per_rank(two_ranks):
 
 
 def test_profile_shows_every_bucket_launched_during_backward(two_ranks):
-    traces = two_ranks[0]["trace"]
-    assert len(traces) == 2
-    for trace in traces:
-        f, b, call, o = trace.forward, trace.backward, trace.backward_call, trace.optimizer
-        assert 0 <= f.start < f.end <= call.start <= b.start < b.end <= call.end <= o.start < o.end
-        assert trace.launched_during_backward() == len(trace.allreduces)
-        params = [p for a in trace.allreduces for p in a.params]
-        assert len(params) == len(set(params)) == TENSORS
-        assert sum(a.bytes for a in trace.allreduces) == 4 * N   # float32
-        assert params[:2] == ["lnfw", "lnfb"]     # used last, sent first
-        for a in trace.allreduces:
-            assert a.launch <= a.start < a.end
-        assert 0 < trace.hidden_ms() <= trace.communication_ms()
-        assert 0 < trace.hidden_fraction() <= 1
+    per_rank = [two_ranks[r]["trace"] for r in (0, 1)]
+    assert [len(t) for t in per_rank] == [2, 2]
+    for rank, traces in enumerate(per_rank):
+        for trace in traces:
+            assert trace.rank == rank
+            f, b, call, o = (trace.forward, trace.backward,
+                             trace.backward_call, trace.optimizer)
+            assert 0 <= f.start < f.end <= call.start <= b.start < b.end \
+                <= call.end <= o.start < o.end
+            assert trace.launched_during_backward() == len(trace.allreduces)
+            params = [p for a in trace.allreduces for p in a.params]
+            assert len(params) == len(set(params)) == TENSORS
+            assert sum(a.bytes for a in trace.allreduces) == 4 * N  # float32
+            assert params[:2] == ["lnfw", "lnfb"]     # used last, sent first
+            for a in trace.allreduces:
+                assert a.launch <= a.start < a.end
+    for step in map(S.StepOverlap.from_ranks, zip(*per_rank)):
+        transfers = step.transfers()
+        assert len(transfers) > 2
+        assert all(t.start < t.end for t in transfers)
+        assert 0 <= step.hidden_ms() <= step.communication_ms()
+        assert 0 <= step.hidden_fraction() <= 1
 
 
-def test_hidden_time_is_the_overlap_with_backward():
-    trace = S.StepTrace(
-        forward=S.Span("forward", 0, 10), backward=S.Span("backward", 11, 30),
-        backward_call=S.Span("backward call", 10, 36), optimizer=S.Span("optimizer", 36, 40),
-        allreduces=(S.AllReduce(0, ("a",), 8, 14, 15, 20),
-                    S.AllReduce(1, ("b",), 8, 18, 19, 24),     # overlaps bucket 0
-                    S.AllReduce(2, ("c",), 8, 29.5, 29.5, 35)))
-    assert trace.communication_ms() == pytest.approx(9 + 5.5)
-    assert trace.hidden_ms() == pytest.approx(9 + 0.5)
-    assert trace.hidden_fraction() == pytest.approx(9.5 / 14.5)
-    assert trace.launched_during_backward() == 3
+def _trace(rank, origin_ns, backward_end, allreduces):
+    return S.StepTrace(
+        rank=rank, origin_ns=origin_ns, forward=S.Span("forward", 0, 10),
+        backward=S.Span("backward", 11, backward_end),
+        backward_call=S.Span("backward call", 10, backward_end + 6),
+        optimizer=S.Span("optimizer", backward_end + 6, backward_end + 10),
+        allreduces=tuple(S.AllReduce(k, (f"p{k}",), 8, *times)
+                         for k, times in enumerate(allreduces)))
+
+
+def test_hidden_time_is_transfer_before_the_slowest_backward_ends():
+    # rank 1's step started 2 ms after rank 0's (monotonic clock)
+    rank0 = _trace(0, 1_000_000, 30, [(14, 15, 26), (20, 21, 33)])
+    rank1 = _trace(1, 3_000_000, 32, [(22, 22.5, 24), (29, 29.5, 31)])
+    step = S.StepOverlap.from_ranks([rank0, rank1])
+    assert step.ranks[1].backward.end == pytest.approx(34)   # rank 0's axis
+    assert step.backward_end == pytest.approx(34)
+    spans = step.transfers()
+    assert [(t.start, t.end) for t in spans] == [
+        pytest.approx((24.5, 26)), pytest.approx((31.5, 33))]
+    assert step.communication_ms() == pytest.approx(1.5 + 1.5)
+    assert step.hidden_fraction() == pytest.approx(1.0)
+    # a rank 1 that finished its backward early: the last bucket's transfer
+    # (29.5, 38) is hidden only until rank 0's backward ends at 30
+    late = S.StepOverlap.from_ranks([rank0, _trace(
+        1, 3_000_000, 28, [(22, 22.5, 24), (27.5, 27.5, 36)])])
+    assert late.backward_end == pytest.approx(30)
+    assert late.hidden_ms() == pytest.approx(1.5 + 0.5)
+    assert late.hidden_fraction() == pytest.approx(2 / 10)
+    assert rank0.launched_during_backward() == 2
+    assert S._union_length([(0, 2), (1, 3), (5, 6), (4, 4)]) == 4
 
 
 def test_gpt2_plan_arithmetic():
@@ -153,3 +181,21 @@ def test_gpt2_plan_arithmetic():
     assert rows["micro-batches per GPU per step"] == "4"
     with pytest.raises(ValueError, match="do not split into 8 GPUs"):
         S.GPT2Plan(tokens_per_step=1000).accumulation
+
+
+def test_timeline_plot_draws_every_rank_and_bucket():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from backprop_lessons.viz.timeline import bucket_label, plot_step_timeline
+
+    assert bucket_label(["lnfw", "lnfb", "blocks.1.fcw", "blocks.1.fcb"]) \
+        == "lnf, block 1"
+    assert bucket_label(["blocks.0.ln1w", "wpe", "wte"]) == "block 0, wpe, wte"
+    rank0 = _trace(0, 0, 30, [(14, 15, 26), (20, 21, 33)])
+    rank1 = _trace(1, 2_000_000, 32, [(22, 22.5, 24), (29, 29.5, 31)])
+    ax = plot_step_timeline(S.StepOverlap.from_ranks([rank0, rank1]))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["rank 0", "rank 1", "bucket 0: p0", "bucket 1: p1"]
+    assert "100% of the transfer time hidden" in ax.get_title()
+    plt.close(ax.figure)

@@ -56,6 +56,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -495,6 +496,11 @@ def start_process_group(env: Environment, device: torch.device,
     return backend
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("h")
+                            else "s")
+
+
 def _say(env: Environment, message: str) -> None:
     if env.rank == 0:
         print(message, flush=True)
@@ -528,9 +534,11 @@ def train(options: TrainOptions, env: Environment, device: torch.device,
     how = "FSDP2 (fully_shard)" if options.fsdp else "DDP"
     _say(env, f"ddp_train: {how}, world size {world} "
               f"({dist.get_backend()} on {device.type}), {options.dtype}, "
-              f"global batch {options.batch_size} = {world} ranks x "
-              f"{options.accumulate} micro-batches x {per_micro} sequences "
-              f"of {options.config.block_size} tokens")
+              f"global batch {options.batch_size} = "
+              f"{_count(world, 'rank')} x "
+              f"{_count(options.accumulate, 'micro-batch')} x "
+              f"{_count(per_micro, 'sequence')} of "
+              f"{options.config.block_size} tokens")
     for step in range(start, options.steps):
         x, y = step_batch(data, options, step)
         micro = micro_batches(x, y, rank, world, options.accumulate)
@@ -583,6 +591,20 @@ class Finished:
                 f"{self.returncode} and no final loss; its stderr ends:\n"
                 f"{self.stderr[-2000:]}")
         return float(lines[-1].removeprefix("final loss: "))
+
+
+    def root_cause(self) -> dict | None:
+        """The failure torchrun observed first, from the "Root Cause" block
+        of its report: {"rank", "exitcode", "signal" (a name, or None)};
+        None if the report has no such block."""
+        _, found, block = self.stderr.rpartition("Root Cause")
+        rank = re.search(r"^\s*rank\s*: (\d+)", block, re.M)
+        code = re.search(r"^\s*exitcode\s*: (-?\d+).*?(\((SIG\w+)\))?$",
+                         block, re.M)
+        if not found or not rank or not code:
+            return None
+        return {"rank": int(rank.group(1)), "exitcode": int(code.group(1)),
+                "signal": code.group(3)}
 
 
 def launch(args=(), nproc_per_node: int = 1,

@@ -18,13 +18,14 @@ in one launch with `distributed.run_tasks`):
                                 its own (sharded) tensors
     throughput                  tokens per second of 1 process and of 2,
                                 measured in turns, and the FLOPs each rank does
-    profile_ddp_steps           a torch.profiler trace of DDP steps on rank 0:
-                                forward, backward, optimizer, and every bucket's
-                                all-reduce (launch, start, end)
+    profile_ddp_steps           a torch.profiler trace of DDP steps on each
+                                rank: forward, backward, optimizer, and every
+                                bucket's all-reduce (launch, start, end)
 
-In the caller: `StepTrace.hidden_fraction()` (communication time that ran
-while backward was still computing), `spread_over_ranks`, and `GPT2Plan`
-(arithmetic, not measurement: GPT-2 124M on 8 GPUs with NCCL).
+In the caller: `StepOverlap` (the ranks' traces of one step on one time
+axis, and the fraction of the transfer time hidden behind backward),
+`spread_over_ranks`, and `GPT2Plan` (arithmetic, not measurement: GPT-2
+124M on 8 GPUs with NCCL).
 
 Counts here are exact and repeat on every machine; times are measurements
 of a shared 2-core CPU and change from run to run.  References: Li et al.
@@ -37,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -52,7 +53,8 @@ from .scale import count_flops, gpt_flops_formula
 
 __all__ = ["ddp_construction_broadcast", "spread_over_ranks",
            "no_sync_accumulation", "state_bytes", "throughput",
-           "Span", "AllReduce", "StepTrace", "profile_ddp_steps",
+           "Span", "AllReduce", "StepTrace", "StepOverlap",
+           "profile_ddp_steps",
            "GPT2_124M", "GPT2Plan"]
 
 CPU = torch.device("cpu")
@@ -268,9 +270,9 @@ class Span:
 
 @dataclass(frozen=True)
 class AllReduce:
-    """One bucket's all-reduce: launched by the backward thread (from DDP's
-    gradient hook), run by a gloo thread from `start` to `end` (which
-    includes waiting for the other rank to launch the same bucket)."""
+    """One bucket's all-reduce on one rank: launched by the backward thread
+    (from DDP's gradient hook), run by a gloo thread from `start` to `end`;
+    the run includes waiting for the other rank to start the same bucket."""
 
     bucket: int
     params: tuple[str, ...]
@@ -283,36 +285,85 @@ class AllReduce:
 @dataclass(frozen=True)
 class StepTrace:
     """One DDP step on one rank, from torch.profiler: the phases, the
-    backward's computation (its first to its last autograd node), and
-    every bucket's all-reduce, in launch order."""
+    backward's computation (its first to its last autograd node), and every
+    bucket's all-reduce in launch order.  Times in ms from the step's start,
+    which was `origin_ns` on the machine's monotonic clock (the same clock
+    in every process of one machine)."""
 
+    rank: int
+    origin_ns: int
     forward: Span
     backward: Span             # the computation, without the final wait
     backward_call: Span        # loss.backward(): returns when all is sent
     optimizer: Span
     allreduces: tuple[AllReduce, ...] = field(default_factory=tuple)
 
-    def communication_ms(self) -> float:
-        """Time during which at least one all-reduce was running."""
-        return _union_length([(a.start, a.end) for a in self.allreduces])
-
-    def hidden_ms(self) -> float:
-        """Communication time that ran while backward was computing."""
-        lo, hi = self.backward.start, self.backward.end
-        return _union_length([(max(a.start, lo), min(a.end, hi))
-                              for a in self.allreduces])
-
-    def hidden_fraction(self) -> float:
-        """hidden_ms / communication_ms: 1.0 means no communication was
-        left waiting after the last gradient was computed."""
-        total = self.communication_ms()
-        return self.hidden_ms() / total if total else 0.0
-
     def launched_during_backward(self) -> int:
         """How many all-reduces were launched before backward's last
-        autograd node ended: the gradient hooks run on the backward thread,
-        between its nodes, so this count does not depend on timing."""
+        autograd node ended.  The gradient hooks run on the backward
+        thread, between its nodes, so the count does not depend on timing."""
         return sum(a.launch < self.backward.end for a in self.allreduces)
+
+    def shifted(self, ms: float) -> "StepTrace":
+        """The same trace with every time moved by `ms`."""
+        def move(x):
+            return Span(x.name, x.start + ms, x.end + ms)
+        return replace(
+            self, origin_ns=self.origin_ns - round(ms * 1e6),
+            forward=move(self.forward), backward=move(self.backward),
+            backward_call=move(self.backward_call),
+            optimizer=move(self.optimizer),
+            allreduces=tuple(replace(a, launch=a.launch + ms,
+                                     start=a.start + ms, end=a.end + ms)
+                             for a in self.allreduces))
+
+
+@dataclass(frozen=True)
+class StepOverlap:
+    """One DDP step seen from every rank, on rank 0's time axis.
+
+    Bucket k's data can only travel once every rank has started its
+    all-reduce, so its transfer is [latest start, latest end] over the
+    ranks; before that, a rank that is ahead is only waiting for a slower
+    one.  The step cannot end before the slowest rank's backward does, so
+    communication that finishes by then costs no time: it is hidden.
+    """
+
+    ranks: tuple[StepTrace, ...]
+
+    @classmethod
+    def from_ranks(cls, traces) -> "StepOverlap":
+        """Align the traces of one step (one per rank) to rank 0's clock."""
+        zero = traces[0].origin_ns
+        return cls(tuple(t.shifted((t.origin_ns - zero) / 1e6)
+                         for t in traces))
+
+    @property
+    def backward_end(self) -> float:
+        """When the slowest rank finished computing its backward."""
+        return max(t.backward.end for t in self.ranks)
+
+    def transfers(self) -> list[Span]:
+        """Per bucket, [every rank has started it, every rank is done]."""
+        return [Span(f"bucket {k}", max(t.allreduces[k].start
+                                        for t in self.ranks),
+                     max(t.allreduces[k].end for t in self.ranks))
+                for k in range(len(self.ranks[0].allreduces))]
+
+    def communication_ms(self) -> float:
+        """Time during which at least one bucket was being transferred."""
+        return _union_length([(s.start, s.end) for s in self.transfers()])
+
+    def hidden_ms(self) -> float:
+        """Transfer time before the slowest rank's backward ended."""
+        end = self.backward_end
+        return _union_length([(s.start, min(s.end, end))
+                              for s in self.transfers()])
+
+    def hidden_fraction(self) -> float:
+        """hidden_ms / communication_ms (0 if nothing was sent)."""
+        total = self.communication_ms()
+        return self.hidden_ms() / total if total else 0.0
 
 
 def _union_length(intervals) -> float:
@@ -327,13 +378,16 @@ def _union_length(intervals) -> float:
 
 def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
                       batch_size: int = 8, bucket_cap_mb: float = 0.5,
-                      steps: int = 3, dtype: str = "float32") -> list:
+                      steps: int = 4, dtype: str = "float32") -> list:
     """`steps` DDP training steps under torch.profiler (CPU activities, all
     threads), after two warm-up steps; returns one `StepTrace` per step.
 
-    `bucket_cap_mb` is DDP's bucket size cap; a small one gives several
-    buckets (about one per transformer block here), so the first ones can
-    be sent while backward still computes the earlier blocks.
+    Every rank returns its own traces; `StepOverlap.from_ranks` puts the
+    ranks' traces of one step on one time axis.  `bucket_cap_mb` is DDP's
+    bucket size cap: a small one gives several buckets (about one per
+    transformer block here), so the first can be sent while backward still
+    computes the earlier blocks.  (The bucket contents are read from DDP's
+    reducer, `_get_zeros_like_grad_buckets`, which DDP's own tests use.)
     """
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -342,11 +396,10 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     options = TrainOptions(config=config, batch_size=batch_size,
                            dtype=dtype)
-    data = corpus_tokens()
     ddp = wrap_ddp(make_model(config, seed=0, dtype=dtype), CPU,
                    bucket_cap_mb=bucket_cap_mb)
     optimizer = make_optimizer(ddp, options)
-    x, y = step_batch(data, options, 0)
+    x, y = step_batch(corpus_tokens(), options, 0)
     ((xb, yb),) = micro_batches(x, y, rank, world_size, 1)
     idx, targets = torch.as_tensor(xb), torch.as_tensor(yb)
     # DDP records the gradient-ready order in the first backward and
@@ -357,9 +410,11 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     buckets = [([names[id(p)] for p in b.parameters()],
                 b.buffer().numel() * b.buffer().element_size())
                for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    origins = []
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for s in range(steps):
             dist.barrier()
+            origins.append(time.monotonic_ns())
             with record_function(f"step {s}"):
                 optimizer.zero_grad(set_to_none=True)
                 with record_function("forward"):
@@ -368,48 +423,47 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
                     loss.backward()
                 with record_function("optimizer"):
                     optimizer.step()
-    return _step_traces(prof.events(), steps, buckets)
+    return _step_traces(prof.events(), rank, origins, buckets)
 
 
-def _step_traces(events, steps: int, buckets) -> list:
+def _step_traces(events, rank: int, origins: list[int], buckets) -> list:
     """Cut the profiler's events into one StepTrace per step."""
     main = [e for e in events if e.name.startswith("step ")]
     main_thread = main[0].thread
     traces = []
-    for s in range(steps):
+    for s, origin in enumerate(origins):
         window = next(e for e in main if e.name == f"step {s}")
         lo, hi = window.time_range.start, window.time_range.end
-        inside = [e for e in events
-                  if lo <= e.time_range.start and e.time_range.end <= hi
-                  or (e.name == "gloo:all_reduce"
-                      and lo <= e.time_range.start <= hi)]
+
+        def ms(t):
+            return (t - lo) / 1e3
 
         def span(name, found):
-            start = min(e.time_range.start for e in found)
-            end = max(e.time_range.end for e in found)
-            return Span(name, (start - lo) / 1e3, (end - lo) / 1e3)
+            return Span(name, ms(min(e.time_range.start for e in found)),
+                        ms(max(e.time_range.end for e in found)))
 
+        inside = [e for e in events
+                  if lo <= e.time_range.start <= hi]
         on_main = [e for e in inside if e.thread == main_thread]
         phase = {e.name: e for e in on_main
                  if e.name in ("forward", "backward", "optimizer")}
-        nodes = [e for e in on_main
-                 if e.name.startswith("autograd::engine::evaluate_function")]
-        launches = sorted((e for e in on_main if e.name == "c10d::allreduce_"),
-                          key=lambda e: e.time_range.start)
-        runs = sorted((e for e in inside if e.name == "gloo:all_reduce"),
-                      key=lambda e: e.time_range.start)
-        if not (len(launches) == len(runs) == len(buckets)):
+        nodes = [e for e in on_main if e.name.startswith(
+            "autograd::engine::evaluate_function")]
+        launches = sorted((e.time_range.start for e in on_main
+                           if e.name == "c10d::allreduce_"))
+        runs = sorted(((e.time_range.start, e.time_range.end)
+                       for e in inside if e.name == "gloo:all_reduce"))
+        if not len(launches) == len(runs) == len(buckets):
             raise RuntimeError(
                 f"profile_ddp_steps: step {s} has {len(launches)} all-reduce "
                 f"launches and {len(runs)} gloo all-reduces for "
                 f"{len(buckets)} buckets; expected one of each per bucket")
         allreduces = tuple(
-            AllReduce(k, tuple(buckets[k][0]), buckets[k][1],
-                      (launch.time_range.start - lo) / 1e3,
-                      (run.time_range.start - lo) / 1e3,
-                      (run.time_range.end - lo) / 1e3)
-            for k, (launch, run) in enumerate(zip(launches, runs)))
+            AllReduce(k, tuple(buckets[k][0]), buckets[k][1], ms(launch),
+                      ms(start), ms(end))
+            for k, (launch, (start, end)) in enumerate(zip(launches, runs)))
         traces.append(StepTrace(
+            rank=rank, origin_ns=origin,
             forward=span("forward", [phase["forward"]]),
             backward=span("backward", nodes),
             backward_call=span("backward call", [phase["backward"]]),
