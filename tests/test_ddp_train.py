@@ -90,6 +90,7 @@ class Launcher:
         self.marker = uuid.uuid4().hex
         self.running: dict[str, tuple[subprocess.Popen, float]] = {}
         self.chained: dict[str, threading.Thread] = {}
+        self.launched: dict[str, Finished] = {}
         self.lock = threading.Lock()
         self.closed = False
 
@@ -111,6 +112,18 @@ class Launcher:
                                         start_new_session=True)
             self.running[name] = (proc, time.monotonic())
 
+    def start_launch(self, name: str, args: list[str]) -> None:
+        """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
+        def call():
+            started = time.monotonic()
+            run = T.launch(args, timeout=RUN_LIMIT, env=self.env())
+            self.launched[name] = Finished(
+                name, run.returncode, run.stdout, run.stderr,
+                time.monotonic() - started)
+
+        self.chained[name] = threading.Thread(target=call, daemon=True)
+        self.chained[name].start()
+
     def start_after(self, first: str, name: str, argv: list[str],
                     before=None) -> None:
         """Start `name` as soon as `first` has ended (from a thread), after
@@ -130,6 +143,8 @@ class Launcher:
     def wait(self, name: str) -> Finished:
         if name in self.chained:
             self.chained[name].join(RUN_LIMIT)
+        if name in self.launched:
+            return self.launched[name]
         if name not in self.running:
             pytest.fail(f"{name} was never started")
         proc, started = self.running[name]
@@ -215,7 +230,8 @@ def _start_every_run(runs: Launcher) -> None:
         [sys.executable] + PROGRAM + COMMON + [
             "--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
         before=note_crash)
-    runs.start("alone", [sys.executable] + PROGRAM + COMMON)
+    # alone, through ddp_train.launch as the chapter runs it
+    runs.start_launch("alone", COMMON)
     runs.start("torchrun", _torchrun_standalone())
     port = free_port()
     for node in (0, 1):
@@ -361,17 +377,15 @@ def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
                 resume=True)
 
 
-def test_launch_reports_a_failed_run():
-    run = T.launch(["--steps", "0"], timeout=120)
-    assert run.returncode != 0
-    assert run.command[1:3] == ("-m", "backprop_lessons.ddp_train")
-    with pytest.raises(RuntimeError, match="steps must be a positive int"):
-        run.final_loss
-
-
 def test_finished_reads_the_last_line_and_the_root_cause():
     run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
     assert run.final_loss == 3.25 and run.root_cause() is None
+    failed = T.Finished(("python", "-m", "backprop_lessons.ddp_train"), 1,
+                        "", "ValueError: TrainOptions: steps must be ...")
+    with pytest.raises(RuntimeError, match=r"ddp_train: python -m "
+                       r"backprop_lessons.ddp_train ended with exit code 1 "
+                       r"and no final loss(.|\n)*steps must be"):
+        failed.final_loss
     report = """Failures:
 [1]:
   rank      : 0 (local_rank: 0)

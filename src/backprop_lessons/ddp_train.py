@@ -286,8 +286,9 @@ def wrap_fsdp(model: GPTModule, device: torch.device):
     """FSDP2: every block, then the root, sharded over the ranks (dim 0 of
     every parameter).  A block's full parameters exist only while it runs
     forward or backward; its gradient is reduce-scattered right after its
-    backward.  The root keeps wte, wpe, lnfw, lnfb.  No broadcast: every
-    rank must build the same model (same seed), and ddp_train does.
+    backward.  The root's own parameters (wte, wpe, lnfw, lnfb) are one
+    more sharded group.  No broadcast: every rank must build the same model
+    (same seed), and ddp_train does.
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -607,15 +608,15 @@ class Finished:
                 "signal": code.group(3)}
 
 
-def launch(args=(), nproc_per_node: int = 1,
-           timeout: float = 300.0) -> Finished:
+def launch(args=(), nproc_per_node: int = 1, timeout: float = 300.0,
+           env: dict[str, str] | None = None) -> Finished:
     """Run `python -m backprop_lessons.ddp_train ARGS` as a reader would type
     it: alone when `nproc_per_node` is 1, else under `torchrun --standalone
     --nproc-per-node N`; wait for it and return its output.
 
-    One thread per process (OMP_NUM_THREADS=1).  After `timeout` seconds the
-    run is stopped (torchrun passes SIGTERM on to its workers, then
-    SIGKILL) and a TimeoutError is raised.
+    One thread per process (OMP_NUM_THREADS=1); `env` adds environment
+    variables.  After `timeout` seconds the run is stopped (torchrun passes
+    SIGTERM on to its workers, then SIGKILL) and a TimeoutError is raised.
     """
     import subprocess
 
@@ -626,9 +627,10 @@ def launch(args=(), nproc_per_node: int = 1,
         command = [sys.executable, "-m", "torch.distributed.run",
                    "--standalone", "--nproc-per-node", str(nproc_per_node),
                    *program]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1",
+                                 **(env or {})},
                             start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)

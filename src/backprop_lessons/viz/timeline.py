@@ -75,7 +75,7 @@ def plot_step_timeline(step, ax=None, title: str | None = None):
     ax.set_xlabel("milliseconds since the step started on rank 0 "
                   "(dashed: the slowest backward ends)")
     ax.set_title(title or f"one DDP step: {step.hidden_fraction():.0%} of "
-                 f"the transfer time hidden behind backward", pad=34)
+                 f"the transfer time hidden behind backward", pad=40)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0),
               fontsize="small", ncol=5, frameon=False)
     ax.grid(axis="x", alpha=0.3)
