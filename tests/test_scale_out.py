@@ -145,7 +145,7 @@ def _trace(rank, origin_ns, backward_end, allreduces):
 
 
 def test_hidden_time_is_transfer_before_the_slowest_backward_ends():
-    # rank 1's step started 2 ms after rank 0's (monotonic clock)
+    # rank 1's step started 2 ms after rank 0's (the machine's clock)
     rank0 = _trace(0, 1_000_000, 30, [(14, 15, 26), (20, 21, 33)])
     rank1 = _trace(1, 3_000_000, 32, [(22, 22.5, 24), (29, 29.5, 31)])
     step = S.StepOverlap.from_ranks([rank0, rank1])

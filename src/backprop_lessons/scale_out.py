@@ -287,8 +287,8 @@ class StepTrace:
     """One DDP step on one rank, from torch.profiler: the phases, the
     backward's computation (its first to its last autograd node), and every
     bucket's all-reduce in launch order.  Times in ms from the step's start,
-    which was `origin_ns` on the machine's monotonic clock (the same clock
-    in every process of one machine)."""
+    which was `origin_ns` nanoseconds after the Unix epoch by the
+    profiler's clock (the machine's clock: the same in all its processes)."""
 
     rank: int
     origin_ns: int
@@ -383,7 +383,8 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     threads), after two warm-up steps; returns one `StepTrace` per step.
 
     Every rank returns its own traces; `StepOverlap.from_ranks` puts the
-    ranks' traces of one step on one time axis.  `bucket_cap_mb` is DDP's
+    ranks' traces of one step on one time axis (the profiler stamps events
+    with the machine's clock, which all processes on it share).  `bucket_cap_mb` is DDP's
     bucket size cap: a small one gives several buckets (about one per
     transformer block here), so the first can be sent while backward still
     computes the earlier blocks.  (The bucket contents are read from DDP's
@@ -410,11 +411,9 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     buckets = [([names[id(p)] for p in b.parameters()],
                 b.buffer().numel() * b.buffer().element_size())
                for b in ddp.reducer._get_zeros_like_grad_buckets()]
-    origins = []
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for s in range(steps):
             dist.barrier()
-            origins.append(time.monotonic_ns())
             with record_function(f"step {s}"):
                 optimizer.zero_grad(set_to_none=True)
                 with record_function("forward"):
@@ -423,17 +422,21 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
                     loss.backward()
                 with record_function("optimizer"):
                     optimizer.step()
-    return _step_traces(prof.events(), rank, origins, buckets)
+    # event times are microseconds after the trace started, at trace_start
+    start_ns = prof.profiler.kineto_results.trace_start_ns()
+    return _step_traces(prof.events(), rank, steps, start_ns, buckets)
 
 
-def _step_traces(events, rank: int, origins: list[int], buckets) -> list:
+def _step_traces(events, rank: int, steps: int, start_ns: int,
+                 buckets) -> list:
     """Cut the profiler's events into one StepTrace per step."""
     main = [e for e in events if e.name.startswith("step ")]
     main_thread = main[0].thread
     traces = []
-    for s, origin in enumerate(origins):
+    for s in range(steps):
         window = next(e for e in main if e.name == f"step {s}")
         lo, hi = window.time_range.start, window.time_range.end
+        origin = start_ns + round(lo * 1000)
 
         def ms(t):
             return (t - lo) / 1e3
