@@ -200,9 +200,12 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
     a plain copy of the model for `steps` steps on the whole batch (rank 1
     waits at a barrier), then both ranks train with DDP for `steps` steps on
     half the batch each.  Taking turns exposes both settings to the same
-    background load.  Rank 0 returns the seconds of every round and the
-    exact counts that explain them: forward + backward FLOPs each rank does
-    per step, and the numbers the optimizer updates on each rank.
+    background load.  Rank 0 returns the seconds of every round, the exact
+    counts that explain them (forward + backward FLOPs each rank does per
+    step, and the numbers the optimizer updates on each rank), and
+    "gradient_rel_diff": before anything is timed, the largest relative
+    difference (max |a - b| / max |b| per tensor) between one process's
+    gradient and DDP's, of the same batch from the same weights.
     """
     if world_size != 2:
         raise ValueError(f"throughput: compares 1 process with 2, so run it "
@@ -217,6 +220,16 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
     x, y = step_batch(data, options, 0)
     whole = micro_batches(x, y, 0, 1, 1)
     half = micro_batches(x, y, rank, 2, 1)
+    # Before timing, check that both sides compute the same thing: the
+    # gradient of the whole batch on one process, and DDP's average of the
+    # two halves' gradients.
+    grads = []
+    for model, ((xb, yb),) in ((solo, whole), (ddp, half)):
+        model(torch.as_tensor(xb), torch.as_tensor(yb)).backward()
+        grads.append(full_gradients(model))
+        model.zero_grad(set_to_none=True)
+    agreement = max(float(np.abs(grads[1][n] - g).max() / np.abs(g).max())
+                    for n, g in grads[0].items())
     seconds = {"1 process": [], "2 processes": []}
     for round_ in range(repeats + 1):           # round 0 warms up
         dist.barrier()
@@ -234,6 +247,7 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
             seconds["1 process"].append(solo_seconds)
             seconds["2 processes"].append(time.perf_counter() - t0)
     return {"seconds": seconds, "steps": steps,
+            "gradient_rel_diff": agreement,
             "tokens_per_step": batch_size * config.block_size,
             "flops_per_rank": {"1 process": _step_flops(solo, whole),
                                "2 processes": _step_flops(solo, half)},
