@@ -13,6 +13,9 @@ Comparison, display and data:
     debug         PyTorch gradient-flow tables, backward hooks, memory measurement
     scale         FLOP counts, saved-activation bytes, gradient buckets (PyTorch)
     distributed   worker processes on torch.distributed (gloo) for data parallelism
+    ddp_train     `python -m backprop_lessons.ddp_train`: the GPT trained with DDP or
+                  FSDP, alone or under torchrun; checkpoints with torch.distributed.checkpoint
+    scale_out     DDP/FSDP measured: broadcast, no_sync, bytes per rank, speed-up, overlap
     viz           graphviz drawings of computation graphs
     widgets       steppers through topological sort and backward (work without a kernel)
     show          the package's own source, highlighted, in a notebook
