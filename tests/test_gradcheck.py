@@ -271,6 +271,21 @@ def test_scalar_rows_print_both_values():
     assert lines[4] == "all 2 PASS"
 
 
+def test_a_row_prints_as_one_portable_line():
+    assert str(CheckRow("dW", (3, 4), 1e-17, 2e-16, 1e-12)) == "dW: rel error < 1e-12  PASS"
+    assert str(CheckRow("db", (4,), 0.5, 0.25, 1e-6)) == "db: rel error 2.5e-01 > 1e-06  FAIL"
+
+
+def test_numbers_compared_keep_their_values():
+    table = CheckTable("", [compare_arrays("o", 0.5, 0.5 + 1e-17, 1e-12)],
+                       value_labels=("engine", "PyTorch"))
+    assert table.rows[0].values == (0.5, 0.5)
+    lines = str(table).splitlines()
+    assert lines[2].split() == ["o", "0.500000", "0.500000", "<", "1e-12", "PASS"]
+    assert len(lines) == 3  # a single row needs no summary line
+    assert compare_arrays("W", np.ones(2), np.ones(2), 1e-12).values is None
+
+
 def test_table_lookup_by_name():
     table = CheckTable("t", [CheckRow("a", (), 0, 0, 1)])
     assert table["a"].name == "a"

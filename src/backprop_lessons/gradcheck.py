@@ -55,7 +55,7 @@ def _output(y):
     return float(y)
 
 
-def _at(f, x, index, step: float):
+def _f_at(f, x, index, step: float):
     """f at x with entry `index` moved by `step` (index None: f at x itself).
 
     A list is copied, so f sees a new list; an array is changed in place, in
@@ -103,12 +103,12 @@ def numerical_gradient(f: Callable, x, eps: float = 1e-6,
         indices = range(len(x))
     if scheme == "centered":
         # (f(x + eps e_i) - f(x - eps e_i)) / (2 eps): 2 passes per entry
-        derivatives = [(_at(f, x, i, eps) - _at(f, x, i, -eps)) / (2 * eps)
+        derivatives = [(_f_at(f, x, i, eps) - _f_at(f, x, i, -eps)) / (2 * eps)
                        for i in indices]
     else:
         # (f(x + eps e_i) - f(x)) / eps: 1 pass per entry, plus f(x) once
-        base = _at(f, x, None, 0.0)
-        derivatives = [(_at(f, x, i, eps) - base) / eps for i in indices]
+        base = _f_at(f, x, None, 0.0)
+        derivatives = [(_f_at(f, x, i, eps) - base) / eps for i in indices]
     if isinstance(x, np.ndarray):
         tail = np.shape(derivatives[0]) if derivatives else ()
         return np.array(derivatives, dtype=np.float64).reshape(x.shape + tail)
@@ -169,6 +169,11 @@ class CheckRow:
     def passed(self) -> bool:
         return bool(self.rel_error < self.tol)
 
+    def __str__(self) -> str:
+        """One line: `name: rel error < 1e-12  PASS` (no round-off digits)."""
+        return (f"{self.name}: rel error {self.error_text()}  "
+                f"{'PASS' if self.passed else 'FAIL'}")
+
     def error_text(self) -> str:
         """The error as printed: the tolerance it stays below, or the error
         and the tolerance it reached."""
@@ -182,7 +187,8 @@ class CheckTable:
     """Rows of compared tensors; prints `name | shape | rel error | check`.
 
     When every row compares two numbers, their values are printed too, headed
-    by `value_labels`.  `passed` is True when every row passes.
+    by `value_labels`.  A last line counts the rows that FAIL (or says all
+    PASS).  `passed` is True when every row passes.
     """
 
     title: str
@@ -226,8 +232,9 @@ class CheckTable:
                 lines.append(f"{r.name:<{name_w}}  {str(r.shape):<{shape_w}}  "
                              f"{r.error_text():<{err_w}}  {verdict}")
         failed = sum(not r.passed for r in self.rows)
-        lines.append(f"{failed} of {len(self.rows)} FAIL" if failed
-                     else f"all {len(self.rows)} PASS")
+        if len(self.rows) != 1:  # one row speaks for itself
+            lines.append(f"{failed} of {len(self.rows)} FAIL" if failed
+                         else f"all {len(self.rows)} PASS")
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle) -> None:
@@ -237,15 +244,17 @@ class CheckTable:
 def compare_arrays(name: str, ours, reference, tol: float) -> CheckRow:
     """A CheckRow for two arrays (or numbers) that should be equal up to `tol`.
 
-    A shape mismatch is a failing row (not an exception), so a table always
-    shows every tensor.
+    Two numbers keep their values in the row (a table of such rows prints
+    them).  A shape mismatch is a failing row (not an exception), so a table
+    always shows every tensor.
     """
     a = np.asarray(ours, dtype=np.float64)
     b = np.asarray(reference, dtype=np.float64)
     if a.shape != b.shape:
         return CheckRow(name, f"{a.shape} vs {b.shape}", math.inf, math.inf, tol)
     diff = float(np.abs(a - b).max()) if a.size else 0.0
-    return CheckRow(name, a.shape, diff, relative_error(a, b), tol)
+    values = (float(a), float(b)) if a.ndim == 0 else None
+    return CheckRow(name, a.shape, diff, relative_error(a, b), tol, values)
 
 
 def _tolerance(tol, name: str, default: float) -> float:
