@@ -14,14 +14,14 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test unit nbval colab book-strict browser bench notebooks vendor clean distclean \
-        python-ok dot-ok chromium-ok
+.PHONY: book test unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+        book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: unit nbval colab book-strict browser
+test: unit nbval nbval-profiles colab book-strict browser
 	@echo "make test: all suites passed."
 
 unit: $(STAMP) dot-ok
@@ -29,6 +29,36 @@ unit: $(STAMP) dot-ok
 
 nbval: $(STAMP) dot-ok
 	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+
+# The stored outputs must read the same on any x86-64 CPU and thread count.
+# NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
+# time, and round-off follows them; switching kernels off (which works on any
+# CPU, unlike switching them on) shows what another machine prints.  `nbval`
+# above runs natively, with the default threads; these two runs, with one
+# thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
+ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2
+PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=default \
+                    OPENBLAS_CORETYPE=Sandybridge GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA
+
+nbval-profiles: nbval-avx2 nbval-baseline
+
+nbval-avx2: $(STAMP) dot-ok
+	$(PROFILE_AVX2) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+
+nbval-baseline: $(STAMP) dot-ok
+	$(PROFILE_BASELINE) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+
+# Every chapter with a measurement cell (one that opens with "# Measurement"),
+# three times in a row while one busy process per core competes for the CPU
+# (scripts/under_load.py starts them and always stops them): the conclusions
+# checked next to the measurements must hold on a loaded machine.  Several
+# minutes, so not part of `make test`.
+LOAD_NOTEBOOKS = $(shell grep -l '# Measurement' $(NOTEBOOKS))
+
+nbval-load: $(STAMP) dot-ok
+	$(BIN)/python scripts/under_load.py --repeat 3 -- \
+	  $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q -p no:cacheprovider $(LOAD_NOTEBOOKS)
 
 # Every notebook alone in an empty folder, in an environment without the
 # package: its setup cell must install it, as on Colab (tests/colab).
