@@ -27,8 +27,17 @@ test: unit nbval nbval-profiles colab book-strict browser
 unit: $(STAMP) dot-ok
 	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q
 
+# nbval takes the longest notebooks first: xdist then hands out the rest as
+# workers free up (--no-loadscope-reorder keeps this order), and both workers
+# finish at about the same time.
+SLOW_NOTEBOOKS  := $(addprefix notebooks/,06_gpt_backward.ipynb 08_backprop_at_scale.ipynb \
+                     07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
+NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
+                   $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))
+NBVAL_RUN       := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope --no-loadscope-reorder -q
+
 nbval: $(STAMP) dot-ok
-	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+	$(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 # The stored outputs must read the same on any x86-64 CPU and thread count.
 # NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
@@ -44,10 +53,10 @@ PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_C
 nbval-profiles: nbval-avx2 nbval-baseline
 
 nbval-avx2: $(STAMP) dot-ok
-	$(PROFILE_AVX2) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+	$(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 nbval-baseline: $(STAMP) dot-ok
-	$(PROFILE_BASELINE) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+	$(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 # Every chapter with a measurement cell (one that opens with "# Measurement"),
 # three times in a row while one busy process per core competes for the CPU
@@ -57,8 +66,7 @@ nbval-baseline: $(STAMP) dot-ok
 LOAD_NOTEBOOKS = $(shell grep -l '# Measurement' $(NOTEBOOKS))
 
 nbval-load: $(STAMP) dot-ok
-	$(BIN)/python scripts/under_load.py --repeat 3 -- \
-	  $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q -p no:cacheprovider $(LOAD_NOTEBOOKS)
+	$(BIN)/python scripts/under_load.py --repeat 3 -- $(NBVAL_RUN) $(LOAD_NOTEBOOKS)
 
 # Every notebook alone in an empty folder, in an environment without the
 # package: its setup cell must install it, as on Colab (tests/colab).
