@@ -14,21 +14,59 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test unit nbval colab book-strict browser bench notebooks vendor clean distclean \
-        python-ok dot-ok chromium-ok
+.PHONY: book test unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+        book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: unit nbval colab book-strict browser
+test: unit nbval nbval-profiles colab book-strict browser
 	@echo "make test: all suites passed."
 
 unit: $(STAMP) dot-ok
 	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q
 
+# nbval takes the longest notebooks first: xdist then hands out the rest as
+# workers free up (--no-loadscope-reorder keeps this order), and both workers
+# finish at about the same time.
+SLOW_NOTEBOOKS  := $(addprefix notebooks/,06_gpt_backward.ipynb 08_backprop_at_scale.ipynb \
+                     07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
+NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
+                   $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))
+NBVAL_RUN       := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope --no-loadscope-reorder -q
+
 nbval: $(STAMP) dot-ok
-	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+	$(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+# The stored outputs must read the same on any x86-64 CPU and thread count.
+# NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
+# time, and round-off follows them; switching kernels off (which works on any
+# CPU, unlike switching them on) shows what another machine prints.  `nbval`
+# above runs natively, with the default threads; these two runs, with one
+# thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
+ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2
+PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=default \
+                    OPENBLAS_CORETYPE=Sandybridge GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA
+
+nbval-profiles: nbval-avx2 nbval-baseline
+
+nbval-avx2: $(STAMP) dot-ok
+	$(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+nbval-baseline: $(STAMP) dot-ok
+	$(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+# Every chapter with a measurement cell (one that opens with "# Measurement"),
+# three times in a row while one busy process per core competes for the CPU
+# (scripts/under_load.py starts them and always stops them): the conclusions
+# checked next to the measurements must hold on a loaded machine.  Several
+# minutes, so not part of `make test`.
+LOAD_NOTEBOOKS = $(shell grep -l '# Measurement' $(NOTEBOOKS))
+
+nbval-load: $(STAMP) dot-ok
+	$(BIN)/python scripts/under_load.py --repeat 3 -- $(NBVAL_RUN) $(LOAD_NOTEBOOKS)
 
 # Every notebook alone in an empty folder, in an environment without the
 # package: its setup cell must install it, as on Colab (tests/colab).

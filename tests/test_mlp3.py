@@ -3,7 +3,7 @@
 The backward pass is compared with PyTorch autograd in float64 (relative error
 below 1e-12 per parameter), with centered differences (below 1e-7) and, when
 chapter 4's Tensor engine is importable, with that engine.  Relative errors
-are `array_relative_error`: the largest difference relative to the arrays' scale.
+are `relative_error`: the largest difference relative to the arrays' scale.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from backprop_lessons.data.spirals import spirals
-from backprop_lessons.gradcheck import (array_relative_error, compare_gradients,
-                                        numerical_param_gradients)
+from backprop_lessons.gradcheck import (compare_gradients, numerical_param_gradients,
+                                        relative_error)
 from backprop_lessons.mlp3 import (ThreeLayerMLP, accuracy, log_softmax, one_hot, sgd_step,
                                    sigmoid, softmax, train)
 
@@ -92,7 +92,7 @@ def test_gradients_match_torch(dims, B, seed):
     grads = model.backward(y)
     ref_loss, ref_P, ref_grads = torch_loss_and_grads(model.params, X, y)
     assert abs(loss - ref_loss) <= TORCH_TOL * abs(ref_loss)
-    assert array_relative_error(P, ref_P) < TORCH_TOL
+    assert relative_error(P, ref_P) < TORCH_TOL
     report = compare_gradients(grads, ref_grads, tol=TORCH_TOL)
     assert report.passed, str(report)
 

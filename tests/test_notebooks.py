@@ -109,3 +109,43 @@ def test_shown_package_source_fits_the_page(path):
             long += [(i, len(line)) for line in text.splitlines() if len(line) > MAX_CODE_LINE]
     assert not long, (f"{path.name}: shown source lines over {MAX_CODE_LINE} characters "
                       f"(code cell, length): {long}; rewrap them in src/ and re-execute")
+
+
+# ---- outputs that travel (DESIGN.md: "Round-off is printed against its tolerance") ----
+
+CHECK_PRINTOUT = re.compile(r":\s*(True|False)\s*$", flags=re.M)
+
+
+def _stream_text(cell: dict) -> str:
+    return "".join("".join(out.get("text", "")) for out in cell["outputs"]
+                   if out["output_type"] == "stream")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_test_markers_in_the_reading(path):
+    """nbval is steered by cell tags (nbval-ignore-output, ...), never by
+    comment lines that the reader sees."""
+    marked = [i for i, c in enumerate(_code_cells(path))
+              if re.search(r"^\s*#\s*NBVAL_", "".join(c["source"]), flags=re.M)]
+    assert not marked, (f"{path.name}: code cells {marked} carry '# NBVAL_...' "
+                        "lines; use the cell tags instead")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_checks_are_tables_or_asserts_not_true_printouts(path):
+    """A check prints a table or a sentence a reader learns from, or is a
+    silent assert; never 'something: True'."""
+    found = [(i, m.group(0).strip()) for i, c in enumerate(_code_cells(path))
+             for m in CHECK_PRINTOUT.finditer(_stream_text(c))]
+    assert not found, f"{path.name}: '...: True/False' printouts (code cell, text): {found}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_unchecked_outputs_say_why(path):
+    """A cell whose output nbval does not compare (a measurement, or round-off
+    that differs between machines) opens with a comment saying so."""
+    silent = [i for i, c in enumerate(_code_cells(path))
+              if "nbval-ignore-output" in c["metadata"].get("tags", [])
+              and not "".join(c["source"]).lstrip().startswith("#")]
+    assert not silent, (f"{path.name}: code cells {silent} are not compared by nbval "
+                        "but do not start with a comment that says why")

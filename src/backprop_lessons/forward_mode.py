@@ -30,7 +30,8 @@ list of numbers.  Write them with `+ - * / **` and this module's `exp`, `log`,
 
 What this is not: fast, or a tracer (autodidax builds jaxprs; here every
 primitive runs eagerly on Python floats).  It imports only the standard
-library and the scalar engine.
+library, the scalar engine and `gradcheck.numerical_gradient`, the one
+finite-difference routine of the package.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from .gradcheck import numerical_gradient
 from .scalar import Value, topological_order, zero_grad
 
 __all__ = ["Dual", "jvp_rules", "jvp", "vjp", "jacobian_forward", "jacobian_reverse",
@@ -468,18 +470,8 @@ def finite_difference_jacobian(f: Callable, xs: Sequence[float], eps: float = 1e
 
     per_pass = count_primitives(f, xs) if _counter is not None else 0
     passes_before = _counter.evaluations if _counter is not None else 0
-    base = evaluate(xs) if scheme == "one-sided" else None
-    columns = []
-    for j in range(len(xs)):
-        plus = xs.copy()
-        plus[j] += eps
-        if scheme == "centered":
-            minus = xs.copy()
-            minus[j] -= eps
-            f_plus, f_minus = evaluate(plus), evaluate(minus)
-            columns.append([(a - b) / (2 * eps) for a, b in zip(f_plus, f_minus)])
-        else:
-            columns.append([(a - b) / eps for a, b in zip(evaluate(plus), base)])
+    # one column per input: the outputs' derivatives along that input
+    columns = numerical_gradient(evaluate, xs, eps, scheme)
     if _counter is not None:
         _counter.primitives += per_pass * (_counter.evaluations - passes_before)
     return [list(row) for row in zip(*columns)]

@@ -3,7 +3,7 @@
     layers      forward/backward pairs: encoder, layernorm, matmul, attention,
                 gelu, residual, crossentropy_softmax
     model       GPTConfig, PARAMETER_TABLE, init_params, gpt_forward, gpt_backward
-    checks      each layer's backward vs centered differences; CheckTable
+    checks      each layer's backward vs centered differences (a CheckTable)
     reference   the PyTorch twin (the only module here that imports torch)
     train       AdamW, seeded batches, the training loop, sampling
     corpus      the character-level text shipped with the package

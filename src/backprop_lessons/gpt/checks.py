@@ -1,108 +1,22 @@
-"""Checking the hand-written backwards: one layer at a time, numerically, in float64.
+"""Checking the hand-written backwards one layer at a time, numerically (float64).
 
 `check_layer(name)` builds small random inputs for one layer of `layers.py`,
 projects its output onto a fixed random direction `dout`
 (loss = sum(out * dout), as llm.c's layernorm notes do), and compares the
-layer's backward with centered differences of that loss, input by input.
-`check_all_layers()` does it for every layer and returns one table.
-
-`CheckTable` is the printed table used here and by `reference.py`
-(name | shape | max abs diff | rel err | tol | ok), with a tolerance per row
-chosen by the row's name, never one global number.  No PyTorch here.
+layer's backward with `gradcheck.numerical_gradient` of that loss, input by
+input.  `check_all_layers()` does it for every layer and returns one
+`gradcheck.CheckTable`, the table type every check of the book prints.
+No PyTorch here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from ..gradcheck import array_relative_error as relative_error
+from ..gradcheck import CheckRow, CheckTable, compare_arrays, numerical_gradient
 from . import layers
 
-__all__ = ["relative_error", "CheckRow", "CheckTable", "compare_arrays", "LAYER_NAMES",
-           "check_layer", "check_all_layers"]
-
-
-@dataclass
-class CheckRow:
-    """One compared tensor."""
-
-    name: str
-    shape: tuple
-    max_abs_diff: float
-    rel_err: float
-    tol: float
-
-    @property
-    def ok(self) -> bool:
-        return self.rel_err <= self.tol
-
-
-def compare_arrays(name: str, ours, reference, tol: float) -> CheckRow:
-    """A CheckRow for two arrays that must have the same shape."""
-    ours, reference = np.asarray(ours, np.float64), np.asarray(reference, np.float64)
-    if ours.shape != reference.shape:
-        raise ValueError(f"compare_arrays: {name} has shape {ours.shape} here and "
-                         f"{reference.shape} in the reference")
-    diff = float(np.abs(ours - reference).max()) if ours.size else 0.0
-    return CheckRow(name, ours.shape, diff, relative_error(ours, reference), tol)
-
-
-COARSE_BOUNDS = (1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
-
-
-@dataclass
-class CheckTable:
-    """Rows of compared tensors; prints as `name | shape | max abs diff | rel err | tol | ok`."""
-
-    title: str
-    rows: list[CheckRow] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.rows)
-
-    @property
-    def max_rel_err(self) -> float:
-        return max((r.rel_err for r in self.rows), default=0.0)
-
-    def __getitem__(self, name: str) -> CheckRow:
-        for r in self.rows:
-            if r.name == name:
-                return r
-        raise KeyError(f"CheckTable: no row named {name!r}")
-
-    def format(self, digits: int = 1, coarse: bool = False) -> str:
-        """The table as text, `digits` after the point in the error columns.
-
-        `coarse=True` prints each error as a bound from a fixed ladder
-        (< 1e-14, < 1e-12, ..., < 1): the exact last digits of a rounding
-        error depend on the CPU and its BLAS kernels, the bound does not, so
-        a stored notebook output stays valid on another machine.
-        """
-        def cell(x: float) -> str:
-            if not coarse:
-                return f"{x:.{digits}e}"
-            for bound in COARSE_BOUNDS:
-                if x < bound:
-                    return f"< {bound:.0e}"
-            return f"{x:.{digits}e}"
-
-        w = max([4] + [len(r.name) for r in self.rows])
-        head = f"{'name':<{w}} | {'shape':<13} | {'max abs diff':>12} | {'rel err':>9} | {'tol':>7} | ok"
-        lines = [self.title, head, "-" * len(head)]
-        for r in self.rows:
-            lines.append(f"{r.name:<{w}} | {str(r.shape):<13} | {cell(r.max_abs_diff):>12} | "
-                         f"{cell(r.rel_err):>9} | {r.tol:>7.0e} | {r.ok}")
-        lines.append(f"all ok: {self.ok}")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.format()
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(str(self))
+__all__ = ["LAYER_NAMES", "check_layer", "check_all_layers"]
 
 
 # ---- one layer at a time -----------------------------------------------------------
@@ -169,23 +83,18 @@ def check_layer(name: str, seed: int = 0, eps: float = 1e-6, tol: float = 1e-7,
     dout = rng.standard_normal(np.shape(out))  # loss = sum(out * dout)
     analytic = {k: np.zeros_like(a) for k, a in arrays.items()}
     bwd(analytic, dout, cache)
-    rows = []
-    for k, a in arrays.items():
-        numeric = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            old = a[i]
-            a[i] = old + eps
-            plus = float(np.sum(fwd(arrays)[0] * dout))
-            a[i] = old - eps
-            minus = float(np.sum(fwd(arrays)[0] * dout))
-            a[i] = old
-            numeric[i] = (plus - minus) / (2 * eps)
-        rows.append(compare_arrays(f"{name}: d{k}", analytic[k], numeric, tol))
-    return rows
+
+    def loss(_) -> float:  # reads `arrays`, one of which is being moved
+        return float(np.sum(fwd(arrays)[0] * dout))
+
+    return [compare_arrays(f"{name}: d{k}", analytic[k],
+                           numerical_gradient(loss, a, eps), tol)
+            for k, a in arrays.items()]
 
 
-def check_all_layers(seed: int = 0, eps: float = 1e-6, tol: float = 1e-7) -> CheckTable:
-    """Every layer's backward against centered differences (float64, eps=1e-6), one table."""
+def check_all_layers(seed: int = 0, eps: float = 1e-6,
+                     tol: float = 1e-7) -> CheckTable:
+    """Every layer's backward against centered differences (float64), one table."""
     table = CheckTable("each layer's backward vs centered differences (float64)")
     for name in LAYER_NAMES:
         table.rows += check_layer(name, seed, eps, tol)

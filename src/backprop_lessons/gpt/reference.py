@@ -4,7 +4,7 @@
 parameter into a leaf tensor (same dtype), runs the same model with
 PyTorch's own functions (`F.layer_norm`, `F.linear`, `F.gelu(approximate="tanh")`,
 `softmax`, `F.cross_entropy`; attention written out as in nanoGPT), lets autograd compute the gradients and returns `(loss, grads)` as NumPy.
-`compare_with_torch` puts the two side by side in a `CheckTable`.
+`compare_gpt_with_torch` puts the two side by side in a `gradcheck.CheckTable`.
 
 This is the only module of `backprop_lessons.gpt` that imports torch; the
 model itself never does.  It is an independent implementation: none of the
@@ -19,14 +19,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checks import CheckTable, compare_arrays
+from ..gradcheck import CheckTable, compare_arrays
 from .layers import LAYERNORM_EPS
 from .model import GPTConfig, check_params, gpt_backward, gpt_forward
 
-__all__ = ["torch_gpt_block", "torch_gpt_loss", "torch_forward_backward", "compare_with_torch",
-           "DEFAULT_TOLERANCES"]
+__all__ = ["torch_gpt_block", "torch_gpt_loss", "torch_forward_backward",
+           "compare_gpt_with_torch", "DEFAULT_TOLERANCES"]
 
-# Largest relative error that passes, per dtype; a name not listed uses "default".
+# Relative error a row must stay below, per dtype; other names use "default".
 # float32 differs by summation order (BLAS kernels, fused ops), not by bugs;
 # the embedding gradients sum the most terms.
 DEFAULT_TOLERANCES = {
@@ -86,11 +86,12 @@ def torch_forward_backward(params, config: GPTConfig, idx, targets):
     return loss.item(), {name: t.grad.numpy() for name, t in tp.items()}
 
 
-def compare_with_torch(params, config: GPTConfig, idx, targets, tolerances=None) -> CheckTable:
-    """The hand-written loss and gradients next to PyTorch's, parameter by parameter.
+def compare_gpt_with_torch(params, config: GPTConfig, idx, targets,
+                           tolerances=None) -> CheckTable:
+    """The hand-written loss and gradients next to PyTorch's, by parameter.
 
-    `tolerances`: name -> largest relative error that passes ("default" for
-    the rest); by default DEFAULT_TOLERANCES for the parameters' dtype.
+    `tolerances`: name -> relative error that must not be reached ("default"
+    for the rest); by default DEFAULT_TOLERANCES for the parameters' dtype.
     """
     dtype = np.dtype(params["wte"].dtype).name
     tol = dict(DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"]))
@@ -99,7 +100,8 @@ def compare_with_torch(params, config: GPTConfig, idx, targets, tolerances=None)
     grads = gpt_backward(params, config, cache)
     ref_loss, ref_grads = torch_forward_backward(params, config, idx, targets)
     table = CheckTable(f"hand-written backward vs PyTorch autograd ({dtype})")
-    table.rows.append(compare_arrays("loss", loss, ref_loss, tol.get("loss", tol["default"])))
+    table.rows.append(compare_arrays("loss", loss, ref_loss,
+                                     tol.get("loss", tol["default"])))
     for name in params:  # the order of PARAMETER_TABLE
         table.rows.append(compare_arrays(name, grads[name], ref_grads[name],
                                          tol.get(name, tol["default"])))
