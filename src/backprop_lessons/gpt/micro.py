@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..gradcheck import array_relative_error
+from ..gradcheck import relative_error
 from ..microgpt import (MicroGPT, MicroGPTConfig, NameVocab, paused_gc,
                         train_order)
 from ..scalar import zero_grad
@@ -259,9 +259,9 @@ def compare_with_scalar(model: MicroGPT, name: str,
     params = params_from_model(model)
     loss, cache = micro_forward(params, model.config, model.encode(name))
     grads = micro_backward(params, model.config, cache)
-    rows = [("loss", "()", array_relative_error(loss, scalar_loss.data))]
+    rows = [("loss", "()", relative_error(loss, scalar_loss.data))]
     for key, g in model.gradients().items():
-        rows.append((key, grads[key].shape, array_relative_error(grads[key], g)))
+        rows.append((key, grads[key].shape, relative_error(grads[key], g)))
     return GradientComparison(rows, tol)
 
 
