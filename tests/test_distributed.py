@@ -16,6 +16,7 @@ import torch
 
 from backprop_lessons import distributed as D
 from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_params
+from distributed_workers import fail_on_rank
 
 CONFIG = GPTConfig(vocab_size=11, block_size=6, n_layer=2, n_head=2, n_embd=8)
 
@@ -78,7 +79,7 @@ def test_gpt_data_parallel_equals_single_process(launch):
 
 
 def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
-    from backprop_lessons.scale import assign_buckets, gradient_ready_order
+    from backprop_lessons.backward_cost import assign_buckets, gradient_ready_order
 
     model = D.make_mlp()
     x, y = _batch()
@@ -92,7 +93,7 @@ def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
 
 def test_a_failing_rank_is_named_and_no_process_is_left():
     with pytest.raises(D.WorkerError, match=r"rank 1 of 2 raised") as info:
-        D.run_workers(D.fail_on_rank, 1, world_size=2, timeout=30)
+        D.run_workers(fail_on_rank, 1, world_size=2, timeout=30)
     assert info.value.rank == 1
     assert "ValueError: fail_on_rank: rank 1 fails on purpose" in str(info.value)
     assert "Traceback" in info.value.worker_traceback

@@ -13,7 +13,7 @@ from backprop_lessons.gpt import (PARAMETER_TABLE, GPTConfig, gpt_backward, gpt_
                                   init_params, num_parameters, parameter_shapes)
 from backprop_lessons.gpt import layers
 from backprop_lessons.gpt.checks import LAYER_NAMES, check_all_layers, check_layer
-from backprop_lessons.gpt.corpus import CharVocab, load_corpus
+from backprop_lessons.data.corpus import CharVocab, load_corpus
 from backprop_lessons.gpt.train import AdamW, get_batch, sample, train
 
 torch = pytest.importorskip("torch")
@@ -249,17 +249,7 @@ def test_bad_params_and_config(small):
         GPTConfig(vocab_size=5, block_size=4, n_layer=0, n_head=1, n_embd=8)
 
 
-# ---- corpus, training, sampling ------------------------------------------------------------
-
-def test_corpus_is_shipped_and_small():
-    text = load_corpus()
-    assert 100_000 < len(text) <= 1_000_000
-    vocab = CharVocab(text)
-    assert len(vocab) == 28
-    assert vocab.decode(vocab.encode(text[:100])) == text[:100]
-    with pytest.raises(ValueError, match="not in the vocabulary"):
-        vocab.encode("Hello")
-
+# ---- training, sampling ------------------------------------------------------------
 
 def test_get_batch_targets_are_shifted_inputs():
     data = np.arange(100)

@@ -49,7 +49,7 @@ import torch.distributed as dist
 __all__ = ["WorkerError", "free_port", "run_workers", "to_numpy", "shard",
            "make_mlp", "mse_loss", "full_batch_gradients",
            "allreduce_gradients", "ddp_gradients", "ddp_bucket_log", "gpt_data_parallel_gradients",
-           "run_tasks", "worker_info", "fail_on_rank"]
+           "run_tasks", "worker_info"]
 
 HOST = "127.0.0.1"
 BACKEND = "gloo"
@@ -352,14 +352,6 @@ def worker_info(rank: int, world_size: int) -> dict:
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
             "backend": dist.get_backend(), "pid": os.getpid(),
             "port": int(os.environ["MASTER_PORT"]), "torch_threads": torch.get_num_threads()}
-
-
-def fail_on_rank(rank: int, world_size: int, failing_rank: int = 1) -> int:
-    """Raise a ValueError on `failing_rank`; the other ranks wait in a collective (for tests)."""
-    if rank == failing_rank:
-        raise ValueError(f"fail_on_rank: rank {rank} fails on purpose")
-    dist.barrier()  # the healthy ranks block here until the failure ends them
-    return rank
 
 
 def run_tasks(rank: int, world_size: int, tasks: dict) -> dict:
