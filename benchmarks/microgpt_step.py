@@ -32,25 +32,26 @@ How to run
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import gc
 import os
+import platform
+import time
+from pathlib import Path
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"  # before NumPy loads: OpenBLAS fixes its threads then
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import gc  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+# NumPy, and the package that imports it, only now (E402 is off for this
+# file in pyproject.toml for this reason)
+import numpy as np
 
-import numpy as np  # noqa: E402
+from backprop_lessons.gpt import micro
+from backprop_lessons.microgpt import MicroGPT, paused_gc
+from backprop_lessons.scalar import zero_grad
 
-from backprop_lessons.gpt import micro  # noqa: E402
-from backprop_lessons.microgpt import MicroGPT, paused_gc  # noqa: E402
-from backprop_lessons.scalar import zero_grad  # noqa: E402
-
-from harness import print_table, write_results  # noqa: E402  (next to this file)
+from harness import print_table, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "microgpt_step.json"
 NAMES = ("jo", "emily", "christopher")

@@ -166,9 +166,12 @@ def test_values_match_float_evaluation(name, f, xs):
         xs,
         [1.0] * (len(out_float) if isinstance(out_float, list) else 1),
     )
+
     # / is a * b**-1 on Duals and Values, a single division on floats:
     # last-bit differences
-    flat = lambda o: o if isinstance(o, list) else [o]  # noqa: E731
+    def flat(o):
+        return o if isinstance(o, list) else [o]
+
     assert max_rel_err([flat(out_jvp)], [flat(out_float)]) < 1e-13
     assert flat(out_jvp) == flat(out_vjp)
 
@@ -474,7 +477,9 @@ def test_errors(expr, exc, message):
 
 
 def test_constant_outputs_have_zero_derivatives():
-    f = lambda xs: [xs[0] * 2, 5.0]  # noqa: E731
+    def f(xs):
+        return [xs[0] * 2, 5.0]
+
     assert jacobian_forward(f, [1.0]) == [[2.0], [0.0]]
     assert jacobian_reverse(f, [1.0]) == [[2.0], [0.0]]
     (d_first,), (d_constant,) = finite_difference_jacobian(f, [1.0])
