@@ -14,15 +14,21 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+.PHONY: book test lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: unit nbval nbval-profiles colab book-strict browser
+test: lint unit nbval nbval-profiles colab book-strict browser
 	@echo "make test: all suites passed."
+
+# ruff's linter and formatter check (configured in pyproject.toml); fix with
+# `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 unit: $(STAMP) dot-ok
 	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q

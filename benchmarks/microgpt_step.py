@@ -32,24 +32,25 @@ How to run
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import gc
 import os
+import platform
+import time
+from pathlib import Path
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"  # before NumPy loads: OpenBLAS fixes its threads then
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import gc  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+# NumPy, and the package that imports it, only now (E402 is off for this
+# file in pyproject.toml for this reason)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from backprop_lessons.gpt import micro  # noqa: E402
-from backprop_lessons.microgpt import MicroGPT, paused_gc  # noqa: E402
-from backprop_lessons.scalar import zero_grad  # noqa: E402
-from harness import print_table, write_results  # noqa: E402  (next to this file)
+from backprop_lessons.gpt import micro
+from backprop_lessons.microgpt import MicroGPT, paused_gc
+from backprop_lessons.scalar import zero_grad
+from harness import print_table, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "microgpt_step.json"
 NAMES = ("jo", "emily", "christopher")
@@ -65,7 +66,9 @@ def validate(model: MicroGPT, name: str) -> None:
         raise SystemExit(f"{name}: the float forward differs from the Value one")
 
 
-def time_scalar(model: MicroGPT, name: str, gc_paused: bool) -> tuple[float, float]:
+def time_scalar(
+    model: MicroGPT, name: str, gc_paused: bool
+) -> tuple[float, float]:
     """(forward, backward) seconds of one scalar step."""
     zero_grad(model.params)
     with paused_gc() if gc_paused else contextlib.nullcontext():
@@ -91,17 +94,20 @@ def time_numpy(params, config, tokens) -> float:
 def measure(model: MicroGPT, name: str, repeats: int) -> dict:
     params, tokens = micro.params_from_model(model), model.encode(name)
     state = model.float_state()
-    best = dict(fwd=float("inf"), bwd=float("inf"), step_gc_on=float("inf"),
-                float_fwd=float("inf"), numpy=float("inf"))
+    names = ("fwd", "bwd", "step_gc_on", "float_fwd", "numpy")
+    best = dict.fromkeys(names, float("inf"))
     for _ in range(repeats):  # the engines take turns
         fwd, bwd = time_scalar(model, name, gc_paused=True)
         best["fwd"], best["bwd"] = min(best["fwd"], fwd), min(best["bwd"], bwd)
-        best["step_gc_on"] = min(best["step_gc_on"],
-                                 sum(time_scalar(model, name, gc_paused=False)))
+        best["step_gc_on"] = min(
+            best["step_gc_on"], sum(time_scalar(model, name, gc_paused=False))
+        )
         t0 = time.perf_counter()
         model.loss_value(name, state)
         best["float_fwd"] = min(best["float_fwd"], time.perf_counter() - t0)
-        best["numpy"] = min(best["numpy"], time_numpy(params, model.config, tokens))
+        best["numpy"] = min(
+            best["numpy"], time_numpy(params, model.config, tokens)
+        )
         gc.collect()
     best["step"] = best["fwd"] + best["bwd"]
     best["positions"] = len(tokens) - 1
@@ -114,32 +120,77 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     model = MicroGPT(seed=0)
-    print(f"Python {platform.python_version()}, NumPy {np.__version__}, "
-          f"{model}, {args.repeats} repeats, 1 BLAS thread")
+    print(
+        f"Python {platform.python_version()}, NumPy {np.__version__}, "
+        f"{model}, {args.repeats} repeats, 1 BLAS thread"
+    )
     for name in NAMES:
         validate(model, name)
-    print("validated: loss and every gradient equal to 1e-12 on both engines, "
-          "float forward = Value forward bit for bit")
+    print(
+        "validated: loss and every gradient equal to 1e-12 on both engines, "
+        "float forward = Value forward bit for bit"
+    )
     results = {name: measure(model, name, args.repeats) for name in NAMES}
 
-    ms = lambda s: f"{s * 1e3:.2f}"
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.2f}"
+
     print_table(
-        ["name", "positions", "scalar fwd ms", "scalar bwd ms", "scalar step ms",
-         "step, gc on ms", "numpy step ms", "scalar / numpy"],
-        [[name, r["positions"], ms(r["fwd"]), ms(r["bwd"]), ms(r["step"]),
-          ms(r["step_gc_on"]), f"{r['numpy'] * 1e3:.3f}",
-          f"{r['step'] / r['numpy']:.0f} x"] for name, r in results.items()],
-        left_columns=1)
+        [
+            "name",
+            "positions",
+            "scalar fwd ms",
+            "scalar bwd ms",
+            "scalar step ms",
+            "step, gc on ms",
+            "numpy step ms",
+            "scalar / numpy",
+        ],
+        [
+            [
+                name,
+                r["positions"],
+                ms(r["fwd"]),
+                ms(r["bwd"]),
+                ms(r["step"]),
+                ms(r["step_gc_on"]),
+                f"{r['numpy'] * 1e3:.3f}",
+                f"{r['step'] / r['numpy']:.0f} x",
+            ]
+            for name, r in results.items()
+        ],
+        left_columns=1,
+    )
     print_table(
-        ["name", "float fwd ms", "finite differences s", "vs scalar step",
-         "vs numpy step"],
-        [[name, ms(r["float_fwd"]), f"{r['fd_one_sided']:.1f}",
-          f"{r['fd_one_sided'] / r['step']:.0f} x",
-          f"{r['fd_one_sided'] / r['numpy']:,.0f} x"] for name, r in results.items()],
-        left_columns=1)
-    write_results(RESULTS, {"python": platform.python_version(),
-                            "numpy": np.__version__, "parameters": len(model.params),
-                            "repeats": args.repeats, "seconds": results})
+        [
+            "name",
+            "float fwd ms",
+            "finite differences s",
+            "vs scalar step",
+            "vs numpy step",
+        ],
+        [
+            [
+                name,
+                ms(r["float_fwd"]),
+                f"{r['fd_one_sided']:.1f}",
+                f"{r['fd_one_sided'] / r['step']:.0f} x",
+                f"{r['fd_one_sided'] / r['numpy']:,.0f} x",
+            ]
+            for name, r in results.items()
+        ],
+        left_columns=1,
+    )
+    write_results(
+        RESULTS,
+        {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "parameters": len(model.params),
+            "repeats": args.repeats,
+            "seconds": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Write src/backprop_lessons/data/names.txt: the first names microgpt learns from.
+"""Write src/backprop_lessons/data/names.txt: the first names microgpt learns
+from.
 
 Run from the repository root:
 
@@ -28,14 +29,31 @@ import tempfile
 from pathlib import Path
 
 PACKAGE = "names==0.3.0"
-MEMBERS = ("names-0.3.0/names/dist.female.first", "names-0.3.0/names/dist.male.first")
+MEMBERS = (
+    "names-0.3.0/names/dist.female.first",
+    "names-0.3.0/names/dist.male.first",
+)
 OUT = Path("src/backprop_lessons/data/names.txt")
 
 
 def download_sdist(folder: Path) -> Path:
     """The sdist of `names` 0.3.0, fetched by pip into `folder`."""
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                    "--no-binary", ":all:", "-d", str(folder), PACKAGE], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(folder),
+            PACKAGE,
+        ],
+        check=True,
+    )
     return next(folder.glob("names-0.3.0.tar.gz"))
 
 
@@ -45,24 +63,33 @@ def first_names(sdist: Path) -> list[str]:
     with tarfile.open(sdist) as tar:
         for member in MEMBERS:
             text = tar.extractfile(member).read().decode("ascii")
-            names.update(line.split()[0].lower() for line in text.splitlines()
-                         if line.strip())
+            names.update(
+                line.split()[0].lower()
+                for line in text.splitlines()
+                if line.strip()
+            )
     bad = sorted(n for n in names if not (n.isascii() and n.isalpha()))
     if bad:
-        raise ValueError(f"make_names: unexpected names (not letters a-z): {bad[:5]}")
+        raise ValueError(
+            f"make_names: unexpected names (not letters a-z): {bad[:5]}"
+        )
     return sorted(names)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sdist", type=Path, help="names-0.3.0.tar.gz, if already here")
+    parser.add_argument(
+        "--sdist", type=Path, help="names-0.3.0.tar.gz, if already here"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sdist = args.sdist or download_sdist(Path(tmp))
         names = first_names(sdist)
     OUT.write_text("\n".join(names) + "\n", encoding="ascii")
-    print(f"wrote {OUT}: {len(names):,} names, "
-          f"{min(map(len, names))} to {max(map(len, names))} letters")
+    print(
+        f"wrote {OUT}: {len(names):,} names, "
+        f"{min(map(len, names))} to {max(map(len, names))} letters"
+    )
 
 
 if __name__ == "__main__":

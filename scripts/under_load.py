@@ -50,12 +50,18 @@ def stop_burners(burners: list[subprocess.Popen]) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--burners", type=int, default=os.cpu_count() or 1,
-                        help="busy processes to start (default: one per core)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="runs of the command (default: 3)")
-    parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="the command, after --")
+    parser.add_argument(
+        "--burners",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="busy processes to start (default: one per core)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of the command (default: 3)"
+    )
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="the command, after --"
+    )
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -72,8 +78,11 @@ def main(argv: list[str]) -> int:
             start = time.perf_counter()
             status = subprocess.call(command)
             seconds = time.perf_counter() - start
-            print(f"under_load: run {run} of {args.repeat} with {args.burners} "
-                  f"busy processes: exit {status} after {seconds:.0f} s", flush=True)
+            print(
+                f"under_load: run {run} of {args.repeat} with {args.burners} "
+                f"busy processes: exit {status} after {seconds:.0f} s",
+                flush=True,
+            )
             if status != 0:
                 break
     finally:

@@ -36,14 +36,22 @@ import pytest
 import torch
 
 from backprop_lessons import ddp_train as T
+from backprop_lessons.data.corpus import CharVocab, load_corpus
 from backprop_lessons.distributed import free_port
 from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
-from backprop_lessons.gpt.corpus import CharVocab, load_corpus
 
 STEPS = 6
 CRASH_AFTER = 3
-COMMON = ["--steps", str(STEPS), "--seed", "3", "--dtype", "float64",
-          "--timeout", "30"]
+COMMON = [
+    "--steps",
+    str(STEPS),
+    "--seed",
+    "3",
+    "--dtype",
+    "float64",
+    "--timeout",
+    "30",
+]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 PROGRAM = ["-m", "backprop_lessons.ddp_train"]
 RUN_LIMIT = 240.0  # seconds: a run still going after this counts as hung
@@ -54,6 +62,7 @@ FINAL = re.compile(r"final loss: (\S+)")
 # ---------------------------------------------------------------------------
 # The launcher
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class Finished:
@@ -76,9 +85,11 @@ class Finished:
         return match.group(1) if match else None
 
     def describe(self) -> str:
-        return (f"{self.name}: exit code {self.returncode} after "
-                f"{self.seconds:.1f} s\n--- stdout\n{self.stdout[-3000:]}"
-                f"\n--- stderr\n{self.stderr[-3000:]}")
+        return (
+            f"{self.name}: exit code {self.returncode} after "
+            f"{self.seconds:.1f} s\n--- stdout\n{self.stdout[-3000:]}"
+            f"\n--- stderr\n{self.stderr[-3000:]}"
+        )
 
 
 class Launcher:
@@ -96,38 +107,59 @@ class Launcher:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({MARKER: self.marker, "OMP_NUM_THREADS": "1",
-                    "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                    "GLOO_SOCKET_IFNAME": "lo", "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {
+                MARKER: self.marker,
+                "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                "OPENBLAS_NUM_THREADS": "1",
+                "GLOO_SOCKET_IFNAME": "lo",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         return env
 
     def start(self, name: str, argv: list[str]) -> None:
         with self.lock:
             if self.closed:
                 return
-            with open(self.directory / f"{name}.out", "w") as out, \
-                    open(self.directory / f"{name}.err", "w") as err:
-                proc = subprocess.Popen(argv, stdout=out, stderr=err,
-                                        env=self.env(), cwd=self.directory,
-                                        start_new_session=True)
+            with (
+                open(self.directory / f"{name}.out", "w") as out,
+                open(self.directory / f"{name}.err", "w") as err,
+            ):
+                proc = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=err,
+                    env=self.env(),
+                    cwd=self.directory,
+                    start_new_session=True,
+                )
             self.running[name] = (proc, time.monotonic())
 
     def start_launch(self, name: str, args: list[str]) -> None:
         """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
+
         def call():
             started = time.monotonic()
             run = T.launch(args, timeout=RUN_LIMIT, env=self.env())
             self.launched[name] = Finished(
-                name, run.returncode, run.stdout, run.stderr,
-                time.monotonic() - started)
+                name,
+                run.returncode,
+                run.stdout,
+                run.stderr,
+                time.monotonic() - started,
+            )
 
         self.chained[name] = threading.Thread(target=call, daemon=True)
         self.chained[name].start()
 
-    def start_after(self, first: str, name: str, argv: list[str],
-                    before=None) -> None:
+    def start_after(
+        self, first: str, name: str, argv: list[str], before=None
+    ) -> None:
         """Start `name` as soon as `first` has ended (from a thread), after
         calling `before()`."""
+
         def chain():
             try:
                 self.running[first][0].wait(timeout=RUN_LIMIT)
@@ -154,10 +186,13 @@ class Launcher:
         except subprocess.TimeoutExpired:
             self.kill_all()
             pytest.fail(f"{name} still ran after {RUN_LIMIT} s: hung")
-        return Finished(name, proc.returncode,
-                        (self.directory / f"{name}.out").read_text(),
-                        (self.directory / f"{name}.err").read_text(),
-                        time.monotonic() - started)
+        return Finished(
+            name,
+            proc.returncode,
+            (self.directory / f"{name}.out").read_text(),
+            (self.directory / f"{name}.err").read_text(),
+            time.monotonic() - started,
+        )
 
     def marked_processes(self) -> list[psutil.Process]:
         """Every live process carrying this launcher's marker (workers
@@ -165,8 +200,10 @@ class Launcher:
         found = []
         for p in psutil.process_iter():
             try:
-                if p.environ().get(MARKER) == self.marker \
-                        and p.status() != psutil.STATUS_ZOMBIE:
+                if (
+                    p.environ().get(MARKER) == self.marker
+                    and p.status() != psutil.STATUS_ZOMBIE
+                ):
                     found.append(p)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
@@ -175,7 +212,7 @@ class Launcher:
     def kill_all(self) -> None:
         """SIGKILL every process group started and every marked process."""
         with self.lock:
-            self.closed = True                  # chained runs start no more
+            self.closed = True  # chained runs start no more
         for proc, _ in self.running.values():
             if proc.poll() is None:
                 try:
@@ -192,8 +229,13 @@ class Launcher:
 
 
 def _torchrun_standalone(*args: str) -> list[str]:
-    return TORCHRUN + ["--standalone", "--nproc-per-node", "2"] + PROGRAM \
-        + COMMON + list(args)
+    return (
+        TORCHRUN
+        + ["--standalone", "--nproc-per-node", "2"]
+        + PROGRAM
+        + COMMON
+        + list(args)
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -202,8 +244,11 @@ def launcher(request, tmp_path_factory):
     then run while they do), if a selected test needs them; kills whatever
     is left at the end."""
     runs = Launcher(tmp_path_factory.mktemp("ddp_train_runs"))
-    if any("runs" in item.fixturenames for item in request.session.items
-           if getattr(item, "module", None) is request.module):
+    if any(
+        "runs" in item.fixturenames
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    ):
         _start_every_run(runs)
     yield runs
     runs.kill_all()
@@ -212,9 +257,17 @@ def launcher(request, tmp_path_factory):
 
 def _start_every_run(runs: Launcher) -> None:
     checkpoints = runs.directory / "checkpoints"
-    runs.start("crash", _torchrun_standalone(
-        "--checkpoint-dir", str(checkpoints), "--crash-rank", "1",
-        "--crash-after-step", str(CRASH_AFTER)))
+    runs.start(
+        "crash",
+        _torchrun_standalone(
+            "--checkpoint-dir",
+            str(checkpoints),
+            "--crash-rank",
+            "1",
+            "--crash-after-step",
+            str(CRASH_AFTER),
+        ),
+    )
     # what the crash left, listed (and when it ended, noted) before the
     # resume adds to it
     runs.crash_left, runs.crash_ended = [], []
@@ -226,38 +279,68 @@ def _start_every_run(runs: Launcher) -> None:
     # The resume: one process with FSDP, from the checkpoints 2 DDP ranks
     # wrote (DCP reshards on load).
     runs.start_after(
-        "crash", "resume",
-        [sys.executable] + PROGRAM + COMMON + [
-            "--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
-        before=note_crash)
+        "crash",
+        "resume",
+        [sys.executable]
+        + PROGRAM
+        + COMMON
+        + ["--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
+        before=note_crash,
+    )
     # alone, through ddp_train.launch as the chapter runs it
     runs.start_launch("alone", COMMON)
     runs.start("torchrun", _torchrun_standalone())
     port = free_port()
     for node in (0, 1):
-        runs.start(f"node{node}", TORCHRUN + [
-            "--nnodes", "2", "--nproc-per-node", "1",
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-            "--rdzv-id", runs.marker] + PROGRAM + COMMON)
+        runs.start(
+            f"node{node}",
+            TORCHRUN
+            + [
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--rdzv-id",
+                runs.marker,
+            ]
+            + PROGRAM
+            + COMMON,
+        )
     runs.start("fsdp", _torchrun_standalone("--fsdp"))
     # no_sync across 2 ranks is counted in test_scale_out; here the
     # accumulating run is alone, to save starting 3 more interpreters
-    runs.start("accumulate",
-               [sys.executable] + PROGRAM + COMMON + ["--accumulate", "2"])
+    runs.start(
+        "accumulate", [sys.executable] + PROGRAM + COMMON + ["--accumulate", "2"]
+    )
 
 
 @pytest.fixture(scope="module")
 def runs(launcher) -> dict[str, Finished]:
     """Every run, finished."""
-    finished = {name: launcher.wait(name)
-                for name in ("crash", "alone", "torchrun", "node0", "node1",
-                             "fsdp", "accumulate", "resume")}
+    finished = {
+        name: launcher.wait(name)
+        for name in (
+            "crash",
+            "alone",
+            "torchrun",
+            "node0",
+            "node1",
+            "fsdp",
+            "accumulate",
+            "resume",
+        )
+    }
     finished["crash"].left = list(launcher.crash_left)
     last = launcher.directory / "checkpoints" / f"step-{CRASH_AFTER:06d}"
     # seconds from the last checkpoint (the crash came right after it) to
     # the end of the whole run
-    finished["crash"].stopping = launcher.crash_ended[0] \
-        - (last / ".metadata").stat().st_mtime
+    finished["crash"].stopping = (
+        launcher.crash_ended[0] - (last / ".metadata").stat().st_mtime
+    )
     return finished
 
 
@@ -292,12 +375,14 @@ def test_the_module_computes_the_numpy_gpt_loss_and_gradients():
     assert loss.item() == pytest.approx(ref_loss, rel=1e-13)
     grads = {name: getattr(model, name).grad.numpy() for name in T.TOP_NAMES}
     for name in T.BLOCK_NAMES:
-        grads[name] = np.stack([getattr(b, name).grad.numpy()
-                                for b in model.blocks])
+        grads[name] = np.stack(
+            [getattr(b, name).grad.numpy() for b in model.blocks]
+        )
     assert list(T.full_parameters(model)) == list(params)
     for name, g in ref_grads.items():
-        np.testing.assert_allclose(grads[name], g, rtol=1e-10, atol=1e-15,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            grads[name], g, rtol=1e-10, atol=1e-15, err_msg=name
+        )
 
 
 def test_full_parameters_stacks_the_blocks_back():
@@ -346,10 +431,15 @@ def test_command_line_checks():
 
 
 def test_environment_from_torchrun_variables():
-    env = T.Environment.from_env({"RANK": "1", "LOCAL_RANK": "0",
-                                  "WORLD_SIZE": "2"})
-    assert (env.rank, env.local_rank, env.world_size, env.launched) == \
-        (1, 0, 2, True)
+    env = T.Environment.from_env(
+        {"RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+    )
+    assert (env.rank, env.local_rank, env.world_size, env.launched) == (
+        1,
+        0,
+        2,
+        True,
+    )
     assert T.Environment.from_env({}).world_size == 1
 
 
@@ -373,18 +463,30 @@ def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
     resumed = T.train(options, group_of_one, cpu, tmp_path, resume=True)
     assert resumed == uninterrupted  # same way of running: the same float
     with pytest.raises(ValueError, match=r"other options \(seed differ"):
-        T.train(T.TrainOptions(steps=4, seed=5), group_of_one, cpu, tmp_path,
-                resume=True)
+        T.train(
+            T.TrainOptions(steps=4, seed=5),
+            group_of_one,
+            cpu,
+            tmp_path,
+            resume=True,
+        )
 
 
 def test_finished_reads_the_last_line_and_the_root_cause():
     run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
     assert run.final_loss == 3.25 and run.root_cause() is None
-    failed = T.Finished(("python", "-m", "backprop_lessons.ddp_train"), 1,
-                        "", "ValueError: TrainOptions: steps must be ...")
-    with pytest.raises(RuntimeError, match=r"ddp_train: python -m "
-                       r"backprop_lessons.ddp_train ended with exit code 1 "
-                       r"and no final loss(.|\n)*steps must be"):
+    failed = T.Finished(
+        ("python", "-m", "backprop_lessons.ddp_train"),
+        1,
+        "",
+        "ValueError: TrainOptions: steps must be ...",
+    )
+    with pytest.raises(
+        RuntimeError,
+        match=r"ddp_train: python -m "
+        r"backprop_lessons.ddp_train ended with exit code 1 "
+        r"and no final loss(.|\n)*steps must be",
+    ):
         failed.final_loss
     report = """Failures:
 [1]:
@@ -398,10 +500,13 @@ Root Cause (first observed failure):
   traceback : Signal 9 (SIGKILL) received by PID 17281
 """
     failed = T.Finished(("torchrun",), 1, "", report)
-    assert failed.root_cause() == {"rank": 1, "exitcode": -9,
-                                   "signal": "SIGKILL"}
-    exited = T.Finished(("torchrun",), 1, "", report.replace(
-        "-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)"))
+    assert failed.root_cause() == {"rank": 1, "exitcode": -9, "signal": "SIGKILL"}
+    exited = T.Finished(
+        ("torchrun",),
+        1,
+        "",
+        report.replace("-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)"),
+    )
     assert exited.root_cause() == {"rank": 1, "exitcode": 1, "signal": None}
 
 
@@ -421,8 +526,14 @@ def test_optimizer_decays_only_the_matrices():
     opt = T.make_optimizer(model, T.TrainOptions())
     decayed = {id(p) for p in opt.param_groups[0]["params"]}
     names = {n for n, p in model.named_parameters() if id(p) in decayed}
-    assert {n.rsplit(".", 1)[-1] for n in names} == \
-        {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+    assert {n.rsplit(".", 1)[-1] for n in names} == {
+        "wte",
+        "wpe",
+        "qkvw",
+        "attprojw",
+        "fcw",
+        "fcprojw",
+    }
     assert opt.param_groups[1]["weight_decay"] == 0.0
 
 
@@ -430,9 +541,12 @@ def test_optimizer_decays_only_the_matrices():
 # The runs (started by the `launcher` fixture)
 # ---------------------------------------------------------------------------
 
+
 def test_five_ways_of_running_give_the_same_final_loss(runs):
-    losses = {name: _succeeded(runs[name])
-              for name in ("alone", "torchrun", "fsdp", "accumulate")}
+    losses = {
+        name: _succeeded(runs[name])
+        for name in ("alone", "torchrun", "fsdp", "accumulate")
+    }
     nodes = [runs["node0"], runs["node1"]]
     printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
     for n in nodes:
@@ -442,57 +556,69 @@ def test_five_ways_of_running_give_the_same_final_loss(runs):
     reference = float(losses["alone"])
     table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
     for name, loss in losses.items():
-        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), \
-            table
+        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), table
 
 
 def test_each_way_runs_as_asked(runs):
-    header = {name: runs[name].stdout.splitlines()[0] for name in
-              ("alone", "torchrun", "fsdp", "accumulate")}
+    header = {
+        name: runs[name].stdout.splitlines()[0]
+        for name in ("alone", "torchrun", "fsdp", "accumulate")
+    }
     assert "DDP, world size 1 " in header["alone"]
     assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
     assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
     assert "= 1 rank x 2 micro-batches x 4 sequences" in header["accumulate"]
     node_out = runs["node0"].stdout + runs["node1"].stdout
     assert "DDP, world size 2 (gloo on cpu)" in node_out
-    steps = [line for line in runs["torchrun"].stdout.splitlines()
-             if line.startswith("step")]
+    steps = [
+        line
+        for line in runs["torchrun"].stdout.splitlines()
+        if line.startswith("step")
+    ]
     assert len(steps) == STEPS
 
 
 def test_a_dying_worker_stops_the_run_and_is_named(runs):
     crash = runs["crash"]
     assert crash.returncode != 0, crash.describe()
-    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" \
-        in crash.stdout
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
     assert crash.final_loss() is None
-    report = T.Finished(("torchrun",), crash.returncode, crash.stdout,
-                        crash.stderr)
-    assert report.root_cause() == {"rank": 1, "exitcode": -9,
-                                   "signal": "SIGKILL"}, crash.describe()
+    report = T.Finished(
+        ("torchrun",), crash.returncode, crash.stdout, crash.stderr
+    )
+    assert report.root_cause() == {
+        "rank": 1,
+        "exitcode": -9,
+        "signal": "SIGKILL",
+    }, crash.describe()
     # the others stopped within the collective timeout (--timeout 30): the
     # lost connection told them, they did not wait it out
     assert crash.stopping < 30, crash.describe()
 
 
 def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
-    assert runs["crash"].left == [f"step-{k:06d}"
-                                  for k in range(1, CRASH_AFTER + 1)]
+    assert runs["crash"].left == [
+        f"step-{k:06d}" for k in range(1, CRASH_AFTER + 1)
+    ]
     resumed = runs["resume"]
     loss = _succeeded(resumed)
-    assert f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})" \
+    assert (
+        f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})"
         in resumed.stdout
+    )
     assert "FSDP2 (fully_shard), world size 1" in resumed.stdout
-    steps = [line.split()[1] for line in resumed.stdout.splitlines()
-             if line.startswith("step")]
-    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1,
-                                                    STEPS + 1)]
+    steps = [
+        line.split()[1]
+        for line in resumed.stdout.splitlines()
+        if line.startswith("step")
+    ]
+    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1, STEPS + 1)]
     # 2 DDP ranks for 3 steps, then 1 FSDP process: the same sums, split
     # differently, so the same loss to float64 rounding
-    assert float(loss) == pytest.approx(float(_succeeded(runs["torchrun"])),
-                                        rel=1e-12, abs=0)
+    assert float(loss) == pytest.approx(
+        float(_succeeded(runs["torchrun"])), rel=1e-12, abs=0
+    )
 
 
 def test_no_process_is_left(runs, launcher):
-    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] \
-        == []
+    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] == []

@@ -11,19 +11,31 @@ import numpy as np
 import pytest
 
 from backprop_lessons.gpt import micro
-from backprop_lessons.gpt.micro import (compare_with_scalar, micro_backward,
-                                        micro_forward, params_from_model,
-                                        relu_backward, relu_forward)
-from backprop_lessons.microgpt import (MicroGPT, MicroGPTConfig, NameVocab,
-                                       train)
+from backprop_lessons.gpt.micro import (
+    compare_with_scalar,
+    micro_backward,
+    micro_forward,
+    params_from_model,
+    relu_backward,
+    relu_forward,
+)
+from backprop_lessons.microgpt import MicroGPT, MicroGPTConfig, NameVocab, train
 
 TINY_NAMES = ["ava", "bob", "cara", "dave", "eve"]
 
 
 def tiny_model(seed=0, **sizes):
     vocab = NameVocab(TINY_NAMES)
-    config = MicroGPTConfig(**{"vocab_size": len(vocab), "block_size": 8,
-                               "n_layer": 1, "n_head": 2, "n_embd": 8, **sizes})
+    config = MicroGPTConfig(
+        **{
+            "vocab_size": len(vocab),
+            "block_size": 8,
+            "n_layer": 1,
+            "n_head": 2,
+            "n_embd": 8,
+            **sizes,
+        }
+    )
     return MicroGPT(seed, config=config, vocab=vocab)
 
 
@@ -39,8 +51,15 @@ def test_default_model_gradients_equal_the_scalar_engine(model):
     assert len(check.rows) == 1 + 9
 
 
-@pytest.mark.parametrize("sizes", [dict(), dict(n_layer=3), dict(n_head=1),
-                                   dict(n_head=4, n_embd=16, block_size=4)])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        dict(),
+        dict(n_layer=3),
+        dict(n_head=1),
+        dict(n_head=4, n_embd=16, block_size=4),
+    ],
+)
 @pytest.mark.parametrize("name", ["ab", "dave", "caravo"])
 def test_other_sizes_and_lengths(sizes, name):
     m = tiny_model(seed=3, **sizes)
@@ -57,7 +76,14 @@ def test_still_equal_after_training():
 
 def test_comparison_table_text(model):
     lines = str(compare_with_scalar(model, "emily")).splitlines()
-    assert lines[0].split() == ["gradient", "shape", "rel", "err", "(tol", "1e-12)"]
+    assert lines[0].split() == [
+        "gradient",
+        "shape",
+        "rel",
+        "err",
+        "(tol",
+        "1e-12)",
+    ]
     assert lines[2] == "wte               (27, 16)   < 1e-12  PASS"
     assert all(line.endswith("PASS") for line in lines[1:])
 
@@ -75,7 +101,9 @@ def test_training_follows_the_scalar_trajectory():
     a = tiny_model(seed=6)
     params = params_from_model(a)
     scalar_losses = train(a, names, steps=25, lr=0.02)
-    numpy_losses = micro.train(params, a.config, a.vocab, names, steps=25, lr=0.02)
+    numpy_losses = micro.train(
+        params, a.config, a.vocab, names, steps=25, lr=0.02
+    )
     np.testing.assert_allclose(numpy_losses, scalar_losses, rtol=1e-12)
     after = params_from_model(a)
     for key in params:
@@ -85,8 +113,9 @@ def test_training_follows_the_scalar_trajectory():
 def test_sampling_draws_the_same_names():
     m = tiny_model(seed=2)
     train(m, TINY_NAMES, steps=20, lr=0.02)
-    assert micro.sample(params_from_model(m), m.config, m.vocab, n=6,
-                        temperature=0.7, seed=5) == m.sample(6, 0.7, seed=5)
+    assert micro.sample(
+        params_from_model(m), m.config, m.vocab, n=6, temperature=0.7, seed=5
+    ) == m.sample(6, 0.7, seed=5)
 
 
 def test_backward_of_a_fresh_forward_does_not_change_params(model):
@@ -109,13 +138,16 @@ def test_relu_pair():
     np.testing.assert_array_equal(dinp, [[[1.0, 1.0, 6.0]]])  # += , kink gets 0
 
 
-@pytest.mark.parametrize("tokens, match", [
-    ([26], "need 2 to block_size \\+ 1 = 17 tokens"),
-    ([26] * 18, "got 18"),
-    ([26, 27], "token ids must be in \\[0, 27\\)"),
-    ([[26, 1]], "must be a 1-d sequence"),
-    ([26.0, 1.0], "integer ids"),
-])
+@pytest.mark.parametrize(
+    "tokens, match",
+    [
+        ([26], "need 2 to block_size \\+ 1 = 17 tokens"),
+        ([26] * 18, "got 18"),
+        ([26, 27], "token ids must be in \\[0, 27\\)"),
+        ([[26, 1]], "must be a 1-d sequence"),
+        ([26.0, 1.0], "integer ids"),
+    ],
+)
 def test_bad_tokens(model, tokens, match):
     with pytest.raises(ValueError, match=match):
         micro_forward(params_from_model(model), model.config, tokens)
@@ -123,8 +155,9 @@ def test_bad_tokens(model, tokens, match):
 
 def test_sample_rejects_a_bad_temperature(model):
     with pytest.raises(ValueError, match="temperature must be > 0"):
-        micro.sample(params_from_model(model), model.config, model.vocab,
-                     temperature=-1)
+        micro.sample(
+            params_from_model(model), model.config, model.vocab, temperature=-1
+        )
 
 
 def test_time_scalar_vs_numpy_validates_then_times():

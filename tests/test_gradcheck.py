@@ -272,13 +272,22 @@ def test_scalar_rows_print_both_values():
 
 
 def test_a_row_prints_as_one_portable_line():
-    assert str(CheckRow("dW", (3, 4), 1e-17, 2e-16, 1e-12)) == "dW: rel error < 1e-12  PASS"
-    assert str(CheckRow("db", (4,), 0.5, 0.25, 1e-6)) == "db: rel error 2.5e-01 > 1e-06  FAIL"
+    assert (
+        str(CheckRow("dW", (3, 4), 1e-17, 2e-16, 1e-12))
+        == "dW: rel error < 1e-12  PASS"
+    )
+    assert (
+        str(CheckRow("db", (4,), 0.5, 0.25, 1e-6))
+        == "db: rel error 2.5e-01 > 1e-06  FAIL"
+    )
 
 
 def test_numbers_compared_keep_their_values():
-    table = CheckTable("", [compare_arrays("o", 0.5, 0.5 + 1e-17, 1e-12)],
-                       value_labels=("engine", "PyTorch"))
+    table = CheckTable(
+        "",
+        [compare_arrays("o", 0.5, 0.5 + 1e-17, 1e-12)],
+        value_labels=("engine", "PyTorch"),
+    )
     assert table.rows[0].values == (0.5, 0.5)
     lines = str(table).splitlines()
     assert lines[2].split() == ["o", "0.500000", "0.500000", "<", "1e-12", "PASS"]

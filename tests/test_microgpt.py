@@ -14,11 +14,28 @@ import pytest
 
 from backprop_lessons import Value
 from backprop_lessons.microgpt import (
-    INIT_STD, PARAMETER_TABLE, Adam, FiniteDifferenceCost, KVCache, MicroGPT,
-    MicroGPTConfig, NameVocab, check_gradients, count_name_graph,
-    finite_difference_cost, forward_token, load_names, num_parameters,
-    parameter_shapes, parameter_table, paused_gc, sequence_loss, time_per_name,
-    train, train_order)
+    INIT_STD,
+    PARAMETER_TABLE,
+    Adam,
+    FiniteDifferenceCost,
+    KVCache,
+    MicroGPT,
+    MicroGPTConfig,
+    NameVocab,
+    check_gradients,
+    count_name_graph,
+    finite_difference_cost,
+    forward_token,
+    load_names,
+    num_parameters,
+    parameter_shapes,
+    parameter_table,
+    paused_gc,
+    sequence_loss,
+    time_per_name,
+    train,
+    train_order,
+)
 from backprop_lessons.scalar import zero_grad
 
 TINY_NAMES = ["ava", "bob", "cara", "dave", "eve"]
@@ -32,20 +49,36 @@ def model():
 def tiny_model(seed=0, **sizes):
     """A small model over the letters of TINY_NAMES (a-e, o, r, v + BOS)."""
     vocab = NameVocab(TINY_NAMES)
-    config = MicroGPTConfig(**{"vocab_size": len(vocab), "block_size": 8,
-                               "n_layer": 1, "n_head": 2, "n_embd": 8, **sizes})
+    config = MicroGPTConfig(
+        **{
+            "vocab_size": len(vocab),
+            "block_size": 8,
+            "n_layer": 1,
+            "n_head": 2,
+            "n_embd": 8,
+            **sizes,
+        }
+    )
     return MicroGPT(seed, config=config, vocab=vocab)
 
 
 # ---- sizes ----------------------------------------------------------------------
 
+
 def test_default_model_is_microgpts(model):
     c = model.config
     assert (c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd) == (
-        27, 16, 1, 4, 16)
+        27,
+        16,
+        1,
+        4,
+        16,
+    )
     assert len(model.params) == num_parameters(c) == 4192
-    assert repr(model) == ("MicroGPT(4,192 parameters: vocab 27, block 16, "
-                           "1 layer(s), 4 heads, 16 channels)")
+    assert repr(model) == (
+        "MicroGPT(4,192 parameters: vocab 27, block 16, "
+        "1 layer(s), 4 heads, 16 channels)"
+    )
 
 
 def test_the_sources_4064_is_block_size_8():
@@ -53,8 +86,15 @@ def test_the_sources_4064_is_block_size_8():
     assert num_parameters(MicroGPTConfig(block_size=16)) == 4192
 
 
-@pytest.mark.parametrize("sizes", [dict(), dict(n_layer=3), dict(n_embd=8, n_head=2),
-                                   dict(vocab_size=5, block_size=3)])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        dict(),
+        dict(n_layer=3),
+        dict(n_embd=8, n_head=2),
+        dict(vocab_size=5, block_size=3),
+    ],
+)
 def test_parameter_count_formula(sizes):
     c = MicroGPTConfig(**sizes)
     V, T, C, L = c.vocab_size, c.block_size, c.n_embd, c.n_layer
@@ -64,10 +104,22 @@ def test_parameter_count_formula(sizes):
 def test_parameter_shapes_follow_the_table_in_order():
     shapes = parameter_shapes(MicroGPTConfig(n_layer=2))
     assert list(shapes) == [
-        "wte", "wpe",
-        *[f"layer{l}.{n}" for l in range(2) for n in
-          ("attn_wq", "attn_wk", "attn_wv", "attn_wo", "mlp_fc1", "mlp_fc2")],
-        "lm_head"]
+        "wte",
+        "wpe",
+        *[
+            f"layer{l}.{n}"
+            for l in range(2)
+            for n in (
+                "attn_wq",
+                "attn_wk",
+                "attn_wv",
+                "attn_wo",
+                "mlp_fc1",
+                "mlp_fc2",
+            )
+        ],
+        "lm_head",
+    ]
     assert shapes["layer1.mlp_fc1"] == (64, 16) and shapes["wpe"] == (16, 16)
     assert len(PARAMETER_TABLE) == 9
 
@@ -78,24 +130,29 @@ def test_parameter_table_text():
     assert "layer0.mlp_fc1    (64, 16)    1,024" in text
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(n_embd=10, n_head=4), "n_embd=10 must be divisible by n_head=4"),
-    (dict(block_size=0), "block_size must be a positive int"),
-    (dict(n_layer=1.0), "n_layer must be a positive int"),
-    (dict(vocab_size=1), "vocab_size must be at least 2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_embd=10, n_head=4), "n_embd=10 must be divisible by n_head=4"),
+        (dict(block_size=0), "block_size must be a positive int"),
+        (dict(n_layer=1.0), "n_layer must be a positive int"),
+        (dict(vocab_size=1), "vocab_size must be at least 2"),
+    ],
+)
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MicroGPTConfig(**kwargs)
 
 
 def test_config_must_match_the_vocabulary():
-    with pytest.raises(ValueError, match="config.vocab_size=30 but the "
-                                         "vocabulary has 27 tokens"):
+    with pytest.raises(
+        ValueError, match="config.vocab_size=30 but the vocabulary has 27 tokens"
+    ):
         MicroGPT(config=MicroGPTConfig(vocab_size=30))
 
 
 # ---- data ------------------------------------------------------------------------
+
 
 def test_shipped_names():
     names = load_names()
@@ -112,18 +169,22 @@ def test_vocabulary_is_letters_plus_bos(model):
     assert vocab.chars == [chr(c) for c in range(ord("a"), ord("z") + 1)]
     assert vocab.encode("emma") == [26, 4, 12, 12, 0, 26]
     assert vocab.decode(vocab.encode("emma")) == "emma"
-    assert repr(vocab) == ("NameVocab(27 tokens: 'abcdefghijklmnopqrstuvwxyz' "
-                           "and BOS=26)")
+    assert repr(vocab) == (
+        "NameVocab(27 tokens: 'abcdefghijklmnopqrstuvwxyz' and BOS=26)"
+    )
 
 
-@pytest.mark.parametrize("name, error, match", [
-    ("", ValueError, "the name is empty"),
-    ("Emma", ValueError, r"characters outside the vocabulary \['E'\]"),
-    ("jo-ann", ValueError, r"outside the vocabulary \['-'\]"),
-    ("ann 2", ValueError, r"outside the vocabulary \[' ', '2'\]"),
-    (["emma"], TypeError, "a name must be a str, got list"),
-    (None, TypeError, "a name must be a str, got NoneType"),
-])
+@pytest.mark.parametrize(
+    "name, error, match",
+    [
+        ("", ValueError, "the name is empty"),
+        ("Emma", ValueError, r"characters outside the vocabulary \['E'\]"),
+        ("jo-ann", ValueError, r"outside the vocabulary \['-'\]"),
+        ("ann 2", ValueError, r"outside the vocabulary \[' ', '2'\]"),
+        (["emma"], TypeError, "a name must be a str, got list"),
+        (None, TypeError, "a name must be a str, got NoneType"),
+    ],
+)
 def test_bad_names_get_clear_errors(model, name, error, match):
     with pytest.raises(error, match=match):
         model.loss(name)
@@ -131,8 +192,10 @@ def test_bad_names_get_clear_errors(model, name, error, match):
 
 def test_a_name_too_long_for_the_block_is_an_error(model):
     model.encode("a" * 15)  # 16 positions: fits
-    with pytest.raises(ValueError, match="has 16 characters; this model reads "
-                                         "at most block_size - 1 = 15"):
+    with pytest.raises(
+        ValueError,
+        match="has 16 characters; this model reads at most block_size - 1 = 15",
+    ):
         model.loss("a" * 16)
 
 
@@ -144,6 +207,7 @@ def test_vocab_needs_names():
 
 
 # ---- the model -----------------------------------------------------------------------
+
 
 def test_initialization_is_seeded_and_gaussian():
     a, b, c = tiny_model(0), tiny_model(0), tiny_model(1)
@@ -161,8 +225,9 @@ def test_state_and_params_are_the_same_values(model):
     flat = [p for m in model.state.values() for row in m for p in row]
     assert all(a is b for a, b in zip(flat, model.params))
     for name, (r, c) in parameter_shapes(model.config).items():
-        assert len(model.state[name]) == r and all(len(row) == c
-                                                   for row in model.state[name])
+        assert len(model.state[name]) == r and all(
+            len(row) == c for row in model.state[name]
+        )
 
 
 def test_loss_at_initialization_is_near_log_vocab(model):
@@ -205,6 +270,7 @@ def test_sequence_loss_needs_two_to_block_plus_one_tokens():
 
 # ---- gradients --------------------------------------------------------------------
 
+
 def test_gradients_match_centred_differences_default_model(model):
     check = check_gradients(model, "emily", per_matrix=3, seed=1)
     assert check.passed, str(check)
@@ -223,7 +289,14 @@ def test_every_gradient_of_a_small_model_matches_centred_differences(sizes):
 def test_gradient_check_table_prints_bounds_and_pass():
     check = check_gradients(tiny_model(), "eve", per_matrix=2)
     lines = str(check).splitlines()
-    assert lines[0].split() == ["matrix", "checked", "rel", "err", "(tol", "1e-06)"]
+    assert lines[0].split() == [
+        "matrix",
+        "checked",
+        "rel",
+        "err",
+        "(tol",
+        "1e-06)",
+    ]
     assert all(line.endswith("PASS") and "< 1e-" in line for line in lines[1:])
 
 
@@ -246,6 +319,7 @@ def test_unused_parameters_get_zero_gradient(model):
 
 
 # ---- counts -------------------------------------------------------------------------
+
 
 def test_graph_counts_of_a_five_letter_name_are_exact(model):
     counts = count_name_graph(model, "emily")
@@ -275,11 +349,15 @@ def test_counts_depend_only_on_the_length(model):
 def test_finite_difference_cost(model):
     cost = finite_difference_cost(model, "emily")
     assert (cost.parameters, cost.forward_ops, cost.backward_steps) == (
-        4192, 44_940, 89_202)
+        4192,
+        44_940,
+        89_202,
+    )
     assert cost.one_sided_passes == 4193 and cost.centred_passes == 8384
     assert cost.ratio("one-sided", "passes") == 2096.5
     assert cost.ratio("centred", "operations") == pytest.approx(
-        8384 * 44_940 / (44_940 + 89_202))
+        8384 * 44_940 / (44_940 + 89_202)
+    )
     assert 1400 < cost.ratio() < 1410
     text = str(cost)
     assert "one-sided differences: P + 1" in text and "1,405 x" in text
@@ -293,12 +371,13 @@ def test_the_sources_2000x_is_passes_at_4064_parameters():
 
 def test_time_per_name_is_positive_and_ordered(model):
     t = time_per_name(model, "emily", repeats=1)
-    assert 0 < t.float_forward and 0 < t.backward and 0 < t.forward
+    assert t.float_forward > 0 and t.backward > 0 and t.forward > 0
     assert t.forward_backward == t.forward + t.backward
 
 
 def test_paused_gc_restores_the_collector():
     import gc
+
     assert gc.isenabled()
     with paused_gc():
         assert not gc.isenabled()
@@ -313,6 +392,7 @@ def test_paused_gc_restores_the_collector():
 
 
 # ---- training and sampling ---------------------------------------------------------
+
 
 def test_training_lowers_the_loss_and_is_seeded():
     a, b = tiny_model(seed=2), tiny_model(seed=2)

@@ -37,7 +37,9 @@ def ours(x, weight, dout, eps=1e-5):
     return out, dx, dw
 
 
-@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
+@pytest.mark.parametrize(
+    "with_weight", [True, False], ids=["weight", "no weight"]
+)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("eps", [1e-5, 1e-2])
 def test_matches_torch_rms_norm_in_float64(shape, with_weight, eps):
@@ -56,7 +58,9 @@ def test_matches_torch_rms_norm_in_float64(shape, with_weight, eps):
         assert rel_err(dw, tw.grad.numpy()) < 1e-12
 
 
-@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
+@pytest.mark.parametrize(
+    "with_weight", [True, False], ids=["weight", "no weight"]
+)
 def test_matches_centred_differences(with_weight):
     x, weight, dout = make_inputs((2, 3, 5), with_weight, seed=7)
     _, dx, dw = ours(x, weight, dout)
@@ -85,7 +89,7 @@ def test_matches_centred_differences(with_weight):
 def test_output_has_unit_root_mean_square():
     x, _, _ = make_inputs((3, 4, 64), False, seed=1)
     out, _ = rmsnorm_forward(x, eps=0.0)
-    np.testing.assert_allclose(np.sqrt((out ** 2).mean(axis=-1)), 1.0, rtol=1e-14)
+    np.testing.assert_allclose(np.sqrt((out**2).mean(axis=-1)), 1.0, rtol=1e-14)
 
 
 def test_no_recentering_unlike_layernorm():
@@ -130,5 +134,7 @@ def test_backward_leaves_dout_and_the_cache_unchanged():
 def test_dweight_without_a_weight_is_an_error():
     x, _, dout = make_inputs((2, 3, 4), False)
     _, cache = rmsnorm_forward(x)
-    with pytest.raises(ValueError, match="rmsnorm_backward: got a dweight buffer"):
+    with pytest.raises(
+        ValueError, match="rmsnorm_backward: got a dweight buffer"
+    ):
         rmsnorm_backward(np.zeros_like(x), np.zeros(4), dout, cache)

@@ -30,17 +30,26 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from .scalar import Value
 from .tensor import Tensor
 
-__all__ = ["numerical_gradient", "numerical_param_gradients", "relative_error",
-           "CheckRow", "CheckTable", "compare_arrays", "compare_gradients",
-           "check_scalar_gradients", "gradcheck", "compare_with_torch"]
+__all__ = [
+    "numerical_gradient",
+    "numerical_param_gradients",
+    "relative_error",
+    "CheckRow",
+    "CheckTable",
+    "compare_arrays",
+    "compare_gradients",
+    "check_scalar_gradients",
+    "gradcheck",
+    "compare_with_torch",
+]
 
 
 # ---- numerical gradients ----------------------------------------------------
@@ -76,8 +85,9 @@ def _f_at(f, x, index, step: float):
     return _output(f(moved))
 
 
-def numerical_gradient(f: Callable, x, eps: float = 1e-6,
-                       scheme: str = "centered"):
+def numerical_gradient(
+    f: Callable, x, eps: float = 1e-6, scheme: str = "centered"
+):
     """Every partial derivative of `f` at `x` by finite differences.
 
     Scalar form: `x` is a sequence of numbers, `f` takes a list of floats;
@@ -88,23 +98,29 @@ def numerical_gradient(f: Callable, x, eps: float = 1e-6,
     entry's derivative is an array of theirs (a column of the Jacobian).
     """
     if scheme not in SCHEMES:
-        raise ValueError(f"numerical_gradient: scheme must be one of {SCHEMES}, "
-                         f"got {scheme!r}")
+        raise ValueError(
+            f"numerical_gradient: scheme must be one of {SCHEMES}, got {scheme!r}"
+        )
     if not (isinstance(eps, numbers.Real) and eps > 0):
-        raise ValueError("numerical_gradient: eps must be a positive number, "
-                         f"got {eps!r}")
+        raise ValueError(
+            f"numerical_gradient: eps must be a positive number, got {eps!r}"
+        )
     if isinstance(x, np.ndarray):
         if not np.issubdtype(x.dtype, np.floating):
-            raise TypeError("numerical_gradient: the array form needs a float "
-                            f"array (it is moved in place), got dtype {x.dtype}")
+            raise TypeError(
+                "numerical_gradient: the array form needs a float "
+                f"array (it is moved in place), got dtype {x.dtype}"
+            )
         indices = list(np.ndindex(x.shape))
     else:
         x = [float(v) for v in x]
         indices = range(len(x))
     if scheme == "centered":
         # (f(x + eps e_i) - f(x - eps e_i)) / (2 eps): 2 passes per entry
-        derivatives = [(_f_at(f, x, i, eps) - _f_at(f, x, i, -eps)) / (2 * eps)
-                       for i in indices]
+        derivatives = [
+            (_f_at(f, x, i, eps) - _f_at(f, x, i, -eps)) / (2 * eps)
+            for i in indices
+        ]
     else:
         # (f(x + eps e_i) - f(x)) / eps: 1 pass per entry, plus f(x) once
         base = _f_at(f, x, None, 0.0)
@@ -115,8 +131,9 @@ def numerical_gradient(f: Callable, x, eps: float = 1e-6,
     return [d.tolist() if isinstance(d, np.ndarray) else d for d in derivatives]
 
 
-def numerical_param_gradients(loss_fn: Callable[[], float], params: dict,
-                              eps: float = 1e-6, names=None) -> dict:
+def numerical_param_gradients(
+    loss_fn: Callable[[], float], params: dict, eps: float = 1e-6, names=None
+) -> dict:
     """`numerical_gradient` of `loss_fn()` for every array in `params`, by name.
 
     `loss_fn` takes no argument and reads the arrays of `params` (a model's
@@ -126,10 +143,14 @@ def numerical_param_gradients(loss_fn: Callable[[], float], params: dict,
     names = list(params) if names is None else list(names)
     for name in names:
         if name not in params:
-            raise KeyError("numerical_param_gradients: no parameter named "
-                           f"{name!r} (have {list(params)})")
-    return {name: numerical_gradient(lambda _: loss_fn(), params[name], eps)
-            for name in names}
+            raise KeyError(
+                "numerical_param_gradients: no parameter named "
+                f"{name!r} (have {list(params)})"
+            )
+    return {
+        name: numerical_gradient(lambda _: loss_fn(), params[name], eps)
+        for name in names
+    }
 
 
 def relative_error(a, b, floor: float = 1e-12) -> float:
@@ -149,6 +170,7 @@ def relative_error(a, b, floor: float = 1e-12) -> float:
 
 
 # ---- check tables ------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CheckRow:
@@ -171,8 +193,10 @@ class CheckRow:
 
     def __str__(self) -> str:
         """One line: `name: rel error < 1e-12  PASS` (no round-off digits)."""
-        return (f"{self.name}: rel error {self.error_text()}  "
-                f"{'PASS' if self.passed else 'FAIL'}")
+        return (
+            f"{self.name}: rel error {self.error_text()}  "
+            f"{'PASS' if self.passed else 'FAIL'}"
+        )
 
     def error_text(self) -> str:
         """The error as printed: the tolerance it stays below, or the error
@@ -207,8 +231,10 @@ class CheckTable:
         for r in self.rows:
             if r.name == name:
                 return r
-        raise KeyError(f"CheckTable: no row named {name!r} "
-                       f"(have {[r.name for r in self.rows]})")
+        raise KeyError(
+            f"CheckTable: no row named {name!r} "
+            f"(have {[r.name for r in self.rows]})"
+        )
 
     def __str__(self) -> str:
         scalars = bool(self.rows) and all(r.values is not None for r in self.rows)
@@ -216,25 +242,36 @@ class CheckTable:
         err_w = max([9] + [len(r.error_text()) for r in self.rows])
         shape_w = max([5] + [len(str(r.shape)) for r in self.rows])
         if scalars:
-            head = (f"{'name':<{name_w}}  {self.value_labels[0]:>12}  "
-                    f"{self.value_labels[1]:>12}  {'rel error':<{err_w}}  check")
+            head = (
+                f"{'name':<{name_w}}  {self.value_labels[0]:>12}  "
+                f"{self.value_labels[1]:>12}  {'rel error':<{err_w}}  check"
+            )
         else:
-            head = (f"{'name':<{name_w}}  {'shape':<{shape_w}}  "
-                    f"{'rel error':<{err_w}}  check")
+            head = (
+                f"{'name':<{name_w}}  {'shape':<{shape_w}}  "
+                f"{'rel error':<{err_w}}  check"
+            )
         lines = ([self.title] if self.title else []) + [head, "-" * len(head)]
         for r in self.rows:
             verdict = "PASS" if r.passed else "FAIL"
             if scalars:
-                lines.append(f"{r.name:<{name_w}}  {r.values[0]:>12.6f}  "
-                             f"{r.values[1]:>12.6f}  {r.error_text():<{err_w}}  "
-                             f"{verdict}")
+                lines.append(
+                    f"{r.name:<{name_w}}  {r.values[0]:>12.6f}  "
+                    f"{r.values[1]:>12.6f}  {r.error_text():<{err_w}}  "
+                    f"{verdict}"
+                )
             else:
-                lines.append(f"{r.name:<{name_w}}  {str(r.shape):<{shape_w}}  "
-                             f"{r.error_text():<{err_w}}  {verdict}")
+                lines.append(
+                    f"{r.name:<{name_w}}  {str(r.shape):<{shape_w}}  "
+                    f"{r.error_text():<{err_w}}  {verdict}"
+                )
         failed = sum(not r.passed for r in self.rows)
         if len(self.rows) != 1:  # one row speaks for itself
-            lines.append(f"{failed} of {len(self.rows)} FAIL" if failed
-                         else f"all {len(self.rows)} PASS")
+            lines.append(
+                f"{failed} of {len(self.rows)} FAIL"
+                if failed
+                else f"all {len(self.rows)} PASS"
+            )
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle) -> None:
@@ -264,8 +301,9 @@ def _tolerance(tol, name: str, default: float) -> float:
     return tol
 
 
-def compare_gradients(analytic: dict, reference: dict, tol=1e-4, title: str = "",
-                      names=None) -> CheckTable:
+def compare_gradients(
+    analytic: dict, reference: dict, tol=1e-4, title: str = "", names=None
+) -> CheckTable:
     """One row per name, matched by name (never by position): `compare_arrays`.
 
     `tol` is one number or a dict name -> tolerance ("default" for the
@@ -277,19 +315,26 @@ def compare_gradients(analytic: dict, reference: dict, tol=1e-4, title: str = ""
         limit = _tolerance(tol, name, 1e-4)
         if name not in reference:
             shape = np.shape(analytic[name])
-            rows.append(CheckRow(name, f"{shape} vs missing", math.inf, math.inf,
-                                 limit))
+            rows.append(
+                CheckRow(name, f"{shape} vs missing", math.inf, math.inf, limit)
+            )
         else:
-            rows.append(compare_arrays(name, analytic[name], reference[name],
-                                       limit))
+            rows.append(
+                compare_arrays(name, analytic[name], reference[name], limit)
+            )
     return CheckTable(title, rows)
 
 
 # ---- scalar functions (the Value engine) ------------------------------------
 
-def check_scalar_gradients(f: Callable[..., Value], xs: Sequence[float],
-                           names: Sequence[str] | None = None, eps: float = 1e-6,
-                           tol: float = 1e-6) -> CheckTable:
+
+def check_scalar_gradients(
+    f: Callable[..., Value],
+    xs: Sequence[float],
+    names: Sequence[str] | None = None,
+    eps: float = 1e-6,
+    tol: float = 1e-6,
+) -> CheckTable:
     """The engine's gradients of `f(*values)` next to centered differences.
 
     `f` takes one `Value` per entry of `xs` and returns a `Value`.  One row
@@ -297,15 +342,20 @@ def check_scalar_gradients(f: Callable[..., Value], xs: Sequence[float],
     """
     names = [f"x{i}" for i in range(len(xs))] if names is None else list(names)
     if len(names) != len(xs):
-        raise ValueError(f"check_scalar_gradients: {len(names)} names for "
-                         f"{len(xs)} inputs")
+        raise ValueError(
+            f"check_scalar_gradients: {len(names)} names for {len(xs)} inputs"
+        )
     values = [Value(x, label=n) for x, n in zip(xs, names)]
     f(*values).backward()
-    numeric = numerical_gradient(lambda v: f(*[Value(x) for x in v]).data, xs,
-                                 eps)
-    rows = [CheckRow(n, (), abs(v.grad - g), relative_error(v.grad, g), tol,
-                     (v.grad, g))
-            for n, v, g in zip(names, values, numeric)]
+    numeric = numerical_gradient(
+        lambda v: f(*[Value(x) for x in v]).data, xs, eps
+    )
+    rows = [
+        CheckRow(
+            n, (), abs(v.grad - g), relative_error(v.grad, g), tol, (v.grad, g)
+        )
+        for n, v, g in zip(names, values, numeric)
+    ]
     return CheckTable("", rows, ("analytic", "numeric"))
 
 
@@ -314,6 +364,7 @@ def check_scalar_gradients(f: Callable[..., Value], xs: Sequence[float],
 # L = sum(out * dout) with a fixed random `dout` (a random projection), so every
 # entry of the output is checked.
 
+
 def _named_inputs(inputs, names, where: str):
     """(names, float64 arrays) from a dict name -> array, or from a sequence
     of arrays or Tensors (named x0, x1, ... unless `names` is given)."""
@@ -321,12 +372,17 @@ def _named_inputs(inputs, names, where: str):
         names, arrays = list(inputs), list(inputs.values())
     else:
         arrays = list(inputs)
-        names = ([f"x{i}" for i in range(len(arrays))] if names is None
-                 else list(names))
+        names = (
+            [f"x{i}" for i in range(len(arrays))]
+            if names is None
+            else list(names)
+        )
     if len(names) != len(arrays):
         raise ValueError(f"{where}: {len(names)} names for {len(arrays)} inputs")
-    arrays = [np.array(a.data if isinstance(a, Tensor) else a, dtype=np.float64)
-              for a in arrays]
+    arrays = [
+        np.array(a.data if isinstance(a, Tensor) else a, dtype=np.float64)
+        for a in arrays
+    ]
     return names, arrays
 
 
@@ -338,8 +394,9 @@ def _projection(shape: tuple, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-def gradcheck(f, inputs, eps: float = 1e-6, tol=1e-6, names=None,
-              seed: int = 0) -> CheckTable:
+def gradcheck(
+    f, inputs, eps: float = 1e-6, tol=1e-6, names=None, seed: int = 0
+) -> CheckTable:
     """The engine's gradients of `f(*tensors)` next to centered differences.
 
     `f` takes one Tensor per input and returns a Tensor; `inputs` is a dict
@@ -361,13 +418,15 @@ def gradcheck(f, inputs, eps: float = 1e-6, tol=1e-6, names=None,
     for name, x, t in zip(names, arrays, tensors):
         analytic = t.grad if t.grad is not None else np.zeros_like(x)
         numeric = numerical_gradient(projected_loss, x, eps)
-        rows.append(compare_arrays(name, analytic, numeric,
-                                   _tolerance(tol, name, 1e-6)))
+        rows.append(
+            compare_arrays(name, analytic, numeric, _tolerance(tol, name, 1e-6))
+        )
     return CheckTable("backward vs centered differences (float64)", rows)
 
 
-def compare_with_torch(f, inputs, torch_f=None, names=None, tol=1e-12,
-                       seed: int = 0) -> CheckTable:
+def compare_with_torch(
+    f, inputs, torch_f=None, names=None, tol=1e-12, seed: int = 0
+) -> CheckTable:
     """Run `f` on Tensors and `torch_f` (default: `f`) on torch float64
     tensors made from the same arrays; compare the outputs and every input's
     gradient of sum(out * dout).
@@ -381,18 +440,28 @@ def compare_with_torch(f, inputs, torch_f=None, names=None, tol=1e-12,
     names, arrays = _named_inputs(inputs, names, "compare_with_torch")
     torch_f = f if torch_f is None else torch_f
     ours = [Tensor(a, requires_grad=True) for a in arrays]
-    theirs = [torch.tensor(a, dtype=torch.float64, requires_grad=True)
-              for a in arrays]
+    theirs = [
+        torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays
+    ]
     out, ref = f(*ours), torch_f(*theirs)
     dout = _projection(out.shape, seed)
     out.backward(dout)
     (ref * torch.from_numpy(dout.reshape(tuple(ref.shape)))).sum().backward()
 
-    rows = [compare_arrays("output", out.data, ref.detach().numpy(),
-                           _tolerance(tol, "output", 1e-12))]
+    rows = [
+        compare_arrays(
+            "output",
+            out.data,
+            ref.detach().numpy(),
+            _tolerance(tol, "output", 1e-12),
+        )
+    ]
     for name, t, r in zip(names, ours, theirs):
         g = t.grad if t.grad is not None else np.zeros(t.shape)
         rg = r.grad.numpy() if r.grad is not None else np.zeros(tuple(r.shape))
-        rows.append(compare_arrays(f"grad {name}", g, rg,
-                                   _tolerance(tol, f"grad {name}", 1e-12)))
+        rows.append(
+            compare_arrays(
+                f"grad {name}", g, rg, _tolerance(tol, f"grad {name}", 1e-12)
+            )
+        )
     return CheckTable("backprop_lessons.tensor vs PyTorch (float64)", rows)

@@ -20,8 +20,8 @@ library and the scalar engine only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .scalar import Value, topological_order
 
@@ -56,12 +56,14 @@ class GraphCount:
         return self.constants + self.operations
 
     def __str__(self) -> str:
-        rows = [("parameters reached", self.parameters),
-                ("constants created", self.constants),
-                ("operations created", self.operations),
-                ("nodes in the graph", self.nodes),
-                ("nodes created by the forward", self.created),
-                ("backward steps (one per edge)", self.backward_steps)]
+        rows = [
+            ("parameters reached", self.parameters),
+            ("constants created", self.constants),
+            ("operations created", self.operations),
+            ("nodes in the graph", self.nodes),
+            ("nodes created by the forward", self.created),
+            ("backward steps (one per edge)", self.backward_steps),
+        ]
         return "\n".join(f"{label:<30} {n:>9,}" for label, n in rows)
 
     def _repr_pretty_(self, p, cycle) -> None:
@@ -76,8 +78,9 @@ def count_graph(root: Value, params: Iterable[Value] = ()) -> GraphCount:
     of `root.backward()`, also when a child appears twice (x * x).
     """
     if not isinstance(root, Value):
-        raise TypeError(f"count_graph: root must be a Value, got "
-                        f"{type(root).__name__}")
+        raise TypeError(
+            f"count_graph: root must be a Value, got {type(root).__name__}"
+        )
     param_ids = {id(p) for p in params}
     parameters = constants = operations = steps = 0
     for node in topological_order(root):
@@ -101,8 +104,9 @@ def count_paths(root: Value, leaves: Iterable[Value]) -> int:
     count itself is fast even when it has thousands of digits.
     """
     if not isinstance(root, Value):
-        raise TypeError(f"count_paths: root must be a Value, got "
-                        f"{type(root).__name__}")
+        raise TypeError(
+            f"count_paths: root must be a Value, got {type(root).__name__}"
+        )
     targets = {id(v) for v in leaves}
     paths: dict[int, int] = {}
     for node in topological_order(root):  # inputs before the nodes using them

@@ -21,8 +21,8 @@ Counts only, plus the products themselves for checking (NumPy).
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Sequence
+from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -33,10 +33,13 @@ ORDERS = ("forward", "reverse")
 
 def _check_dims(dims: Sequence[int], op: str) -> tuple[int, ...]:
     dims = tuple(dims)
-    if len(dims) < 2 or any(not isinstance(d, int) or isinstance(d, bool)
-                            or d < 1 for d in dims):
-        raise ValueError(f"{op}: dims must be at least two positive ints "
-                         f"(d_0 inputs, ..., d_L outputs), got {dims!r}")
+    if len(dims) < 2 or any(
+        not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in dims
+    ):
+        raise ValueError(
+            f"{op}: dims must be at least two positive ints "
+            f"(d_0 inputs, ..., d_L outputs), got {dims!r}"
+        )
     return dims
 
 
@@ -45,8 +48,9 @@ def chain_cost(dims: Sequence[int], order: str) -> int:
     in `order`: 'forward' (from J_1 up) or 'reverse' (from J_L down)."""
     d = _check_dims(dims, "chain_cost")
     if order not in ORDERS:
-        raise ValueError(f"chain_cost: order must be one of {ORDERS}, "
-                         f"got {order!r}")
+        raise ValueError(
+            f"chain_cost: order must be one of {ORDERS}, got {order!r}"
+        )
     if order == "forward":  # J_k (d_k, d_(k-1)) times the (d_(k-1), d_0) so far
         return d[0] * sum(d[k] * d[k - 1] for k in range(2, len(d)))
     # the (d_L, d_k) so far times J_k (d_k, d_(k-1)), for k = L-1 .. 1
@@ -58,12 +62,13 @@ def best_chain_cost(dims: Sequence[int]) -> int:
     the split points, the textbook matrix-chain order)."""
     d = _check_dims(dims, "best_chain_cost")
 
-    @lru_cache(maxsize=None)
+    @cache
     def cost(i: int, j: int) -> int:  # product of J_(i+1) ... J_j
         if j - i <= 1:
             return 0
-        return min(cost(i, k) + cost(k, j) + d[i] * d[k] * d[j]
-                   for k in range(i + 1, j))
+        return min(
+            cost(i, k) + cost(k, j) + d[i] * d[k] * d[j] for k in range(i + 1, j)
+        )
 
     return cost(0, len(d) - 1)
 
@@ -71,20 +76,23 @@ def best_chain_cost(dims: Sequence[int]) -> int:
 def multiply_chain(jacobians: Sequence[np.ndarray], order: str) -> np.ndarray:
     """J_L ... J_1 for jacobians = [J_1, ..., J_L], multiplied in `order`."""
     if order not in ORDERS:
-        raise ValueError(f"multiply_chain: order must be one of {ORDERS}, "
-                         f"got {order!r}")
+        raise ValueError(
+            f"multiply_chain: order must be one of {ORDERS}, got {order!r}"
+        )
     js = [np.asarray(j, dtype=np.float64) for j in jacobians]
     for k in range(1, len(js)):
         if js[k].shape[1] != js[k - 1].shape[0]:
-            raise ValueError(f"multiply_chain: J_{k + 1} has shape "
-                             f"{js[k].shape} but J_{k} has {js[k - 1].shape}; "
-                             "J_k must be (d_k, d_(k-1))")
+            raise ValueError(
+                f"multiply_chain: J_{k + 1} has shape "
+                f"{js[k].shape} but J_{k} has {js[k - 1].shape}; "
+                "J_k must be (d_k, d_(k-1))"
+            )
     if order == "forward":
         out = js[0]
         for j in js[1:]:
-            out = j @ out                      # (d_k, d_0)
+            out = j @ out  # (d_k, d_0)
         return out
     out = js[-1]
     for j in reversed(js[:-1]):
-        out = out @ j                          # (d_L, d_k)
+        out = out @ j  # (d_L, d_k)
     return out

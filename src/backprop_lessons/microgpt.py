@@ -53,28 +53,46 @@ import gc
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Sequence
 
 from .graph_stats import GraphCount, count_graph
 from .scalar import Value, zero_grad
 
 __all__ = [
-    "MicroGPTConfig", "PARAMETER_TABLE", "parameter_shapes", "num_parameters",
-    "NameVocab", "load_names", "KVCache", "forward_token", "sequence_loss",
-    "MicroGPT", "Adam", "train", "train_order", "paused_gc", "RMSNORM_EPS",
+    "MicroGPTConfig",
+    "PARAMETER_TABLE",
+    "parameter_shapes",
+    "num_parameters",
+    "NameVocab",
+    "load_names",
+    "KVCache",
+    "forward_token",
+    "sequence_loss",
+    "MicroGPT",
+    "Adam",
+    "train",
+    "train_order",
+    "paused_gc",
+    "RMSNORM_EPS",
     "INIT_STD",
-    "parameter_table", "count_name_graph", "FiniteDifferenceCost",
-    "finite_difference_cost", "GradientCheck", "check_gradients",
-    "StepTime", "time_per_name",
+    "parameter_table",
+    "count_name_graph",
+    "FiniteDifferenceCost",
+    "finite_difference_cost",
+    "GradientCheck",
+    "check_gradients",
+    "StepTime",
+    "time_per_name",
 ]
 
 RMSNORM_EPS = 1e-5  # as microgpt
-INIT_STD = 0.08     # every weight starts as gauss(0, 0.08), as in microgpt
+INIT_STD = 0.08  # every weight starts as gauss(0, 0.08), as in microgpt
 
 
 # ---- sizes and parameter names -----------------------------------------------
+
 
 @dataclass(frozen=True)
 class MicroGPTConfig:
@@ -91,45 +109,62 @@ class MicroGPTConfig:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"MicroGPTConfig: {name} must be a positive "
-                                 f"int, got {value!r}")
+                raise ValueError(
+                    f"MicroGPTConfig: {name} must be a positive "
+                    f"int, got {value!r}"
+                )
         if self.vocab_size < 2:
-            raise ValueError("MicroGPTConfig: vocab_size must be at least 2 "
-                             f"(a character and BOS), got {self.vocab_size}")
+            raise ValueError(
+                "MicroGPTConfig: vocab_size must be at least 2 "
+                f"(a character and BOS), got {self.vocab_size}"
+            )
         if self.n_embd % self.n_head:
-            raise ValueError(f"MicroGPTConfig: n_embd={self.n_embd} must be "
-                             f"divisible by n_head={self.n_head}")
+            raise ValueError(
+                f"MicroGPTConfig: n_embd={self.n_embd} must be "
+                f"divisible by n_head={self.n_head}"
+            )
 
 
 # One ordered table: microgpt's parameter names and their shapes (rows, columns)
 # in the legend's letters; the layer entries repeat for l = 0 .. n_layer - 1.
 # Every matrix maps a vector of length `columns` to one of length `rows`.
 PARAMETER_TABLE = [
-    ("wte",                "(V, C)"),      # token embeddings, one row a token
-    ("wpe",                "(maxT, C)"),   # position embeddings, one row a t
-    ("layer{l}.attn_wq",   "(C, C)"),
-    ("layer{l}.attn_wk",   "(C, C)"),
-    ("layer{l}.attn_wv",   "(C, C)"),
-    ("layer{l}.attn_wo",   "(C, C)"),
-    ("layer{l}.mlp_fc1",   "(4C, C)"),
-    ("layer{l}.mlp_fc2",   "(C, 4C)"),
-    ("lm_head",            "(V, C)"),      # logits = lm_head x (not tied)
+    ("wte", "(V, C)"),  # token embeddings, one row a token
+    ("wpe", "(maxT, C)"),  # position embeddings, one row a t
+    ("layer{l}.attn_wq", "(C, C)"),
+    ("layer{l}.attn_wk", "(C, C)"),
+    ("layer{l}.attn_wv", "(C, C)"),
+    ("layer{l}.attn_wo", "(C, C)"),
+    ("layer{l}.mlp_fc1", "(4C, C)"),
+    ("layer{l}.mlp_fc2", "(C, 4C)"),
+    ("lm_head", "(V, C)"),  # logits = lm_head x (not tied)
 ]
 
 
 def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
     """Name -> (rows, columns) for every matrix, in the order of the table."""
     C = config.n_embd
-    sizes = {"V": config.vocab_size, "maxT": config.block_size, "C": C,
-             "4C": 4 * C}
+    sizes = {
+        "V": config.vocab_size,
+        "maxT": config.block_size,
+        "C": C,
+        "4C": 4 * C,
+    }
     per_layer = [entry for entry in PARAMETER_TABLE if "{l}" in entry[0]]
     first = PARAMETER_TABLE.index(per_layer[0])
-    table = (PARAMETER_TABLE[:first]
-             + [(name.format(l=l), shape) for l in range(config.n_layer)
-                for name, shape in per_layer]
-             + PARAMETER_TABLE[first + len(per_layer):])
-    return {name: tuple(sizes[d.strip()] for d in shape.strip("()").split(","))
-            for name, shape in table}
+    table = (
+        PARAMETER_TABLE[:first]
+        + [
+            (name.format(l=l), shape)
+            for l in range(config.n_layer)
+            for name, shape in per_layer
+        ]
+        + PARAMETER_TABLE[first + len(per_layer) :]
+    )
+    return {
+        name: tuple(sizes[d.strip()] for d in shape.strip("()").split(","))
+        for name, shape in table
+    }
 
 
 def num_parameters(config: MicroGPTConfig) -> int:
@@ -139,14 +174,18 @@ def num_parameters(config: MicroGPTConfig) -> int:
 
 # ---- the data: names and their characters ------------------------------------
 
+
 def load_names() -> list[str]:
     """The 5,163 first names shipped with the package (lower case a-z, sorted).
 
     Public domain, from the 1990 US Census lists in the PyPI package `names`
     0.3.0 (see data/names-LICENSE.txt and scripts/make_names.py).
     """
-    text = (resources.files("backprop_lessons.data").joinpath("names.txt")
-            .read_text(encoding="ascii"))
+    text = (
+        resources.files("backprop_lessons.data")
+        .joinpath("names.txt")
+        .read_text(encoding="ascii")
+    )
     return text.split()
 
 
@@ -156,8 +195,10 @@ class NameVocab:
 
     def __init__(self, names: Sequence[str]):
         if isinstance(names, str) or not names:
-            raise ValueError("NameVocab: expected a non-empty list of names, "
-                             f"got {names!r:.40}")
+            raise ValueError(
+                "NameVocab: expected a non-empty list of names, "
+                f"got {names!r:.40}"
+            )
         self.chars = sorted(set("".join(names)))
         self.stoi = {ch: i for i, ch in enumerate(self.chars)}
         self.bos = len(self.chars)
@@ -166,22 +207,30 @@ class NameVocab:
         return len(self.chars) + 1
 
     def __repr__(self) -> str:
-        return (f"NameVocab({len(self)} tokens: {''.join(self.chars)!r} "
-                f"and BOS={self.bos})")
+        return (
+            f"NameVocab({len(self)} tokens: {''.join(self.chars)!r} "
+            f"and BOS={self.bos})"
+        )
 
     def encode(self, name: str) -> list[int]:
         """[BOS, ids of the characters..., BOS]; a clear error for bad input."""
         if not isinstance(name, str):
-            raise TypeError(f"NameVocab.encode: a name must be a str, got "
-                            f"{type(name).__name__} {name!r}")
+            raise TypeError(
+                f"NameVocab.encode: a name must be a str, got "
+                f"{type(name).__name__} {name!r}"
+            )
         if not name:
-            raise ValueError("NameVocab.encode: the name is empty (a name "
-                             "needs at least one character)")
+            raise ValueError(
+                "NameVocab.encode: the name is empty (a name "
+                "needs at least one character)"
+            )
         missing = sorted(set(name) - set(self.stoi))
         if missing:
-            raise ValueError(f"NameVocab.encode: {name!r} has characters "
-                             f"outside the vocabulary {missing}; the vocabulary "
-                             f"is {''.join(self.chars)!r}")
+            raise ValueError(
+                f"NameVocab.encode: {name!r} has characters "
+                f"outside the vocabulary {missing}; the vocabulary "
+                f"is {''.join(self.chars)!r}"
+            )
         return [self.bos] + [self.stoi[ch] for ch in name] + [self.bos]
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -191,6 +240,7 @@ class NameVocab:
 
 # ---- the model: functions of numbers (Values or floats) ----------------------
 # exp, log and relu of a Value (a new node) or of a float (just a number).
+
 
 def _exp(x):
     return x.exp() if isinstance(x, Value) else math.exp(x)
@@ -278,15 +328,22 @@ def attention(q, keys, values, n_head: int):
     out = []
     for h in range(n_head):
         lo, hi = h * hs, (h + 1) * hs
-        scores = [_dot(q[lo:hi], k[lo:hi]) * scale for k in keys]   # t+1
-        weights = softmax(scores)                                   # t+1
-        out += [_dot(weights, [v[i] for v in values])               # hs
-                for i in range(lo, hi)]
+        scores = [_dot(q[lo:hi], k[lo:hi]) * scale for k in keys]  # t+1
+        weights = softmax(scores)  # t+1
+        out += [
+            _dot(weights, [v[i] for v in values])  # hs
+            for i in range(lo, hi)
+        ]
     return out
 
 
-def forward_token(state: dict, config: MicroGPTConfig, token_id: int,
-                  pos_id: int, cache: KVCache) -> list:
+def forward_token(
+    state: dict,
+    config: MicroGPTConfig,
+    token_id: int,
+    pos_id: int,
+    cache: KVCache,
+) -> list:
     """The logits (V) of the token after `token_id` at position `pos_id`.
 
     microgpt's gpt(token_id, pos_id, keys, values): appends this position's
@@ -295,19 +352,29 @@ def forward_token(state: dict, config: MicroGPTConfig, token_id: int,
     Values or of floats; the logits are of the same type.
     """
     x = [t + p for t, p in zip(state["wte"][token_id], state["wpe"][pos_id])]
-    x = rmsnorm(x)                                                   # C
+    x = rmsnorm(x)  # C
     for l in range(config.n_layer):
-        w = {name: state[f"layer{l}.{name}"] for name in
-             ("attn_wq", "attn_wk", "attn_wv", "attn_wo", "mlp_fc1", "mlp_fc2")}
-        h = rmsnorm(x)                                               # C
-        cache.keys[l].append(linear(h, w["attn_wk"]))                # C
-        cache.values[l].append(linear(h, w["attn_wv"]))              # C
-        y = attention(linear(h, w["attn_wq"]), cache.keys[l],
-                      cache.values[l], config.n_head)                # C
-        x = [a + b for a, b in zip(x, linear(y, w["attn_wo"]))]      # C
-        h = [_relu(u) for u in linear(rmsnorm(x), w["mlp_fc1"])]     # 4C
-        x = [a + b for a, b in zip(x, linear(h, w["mlp_fc2"]))]      # C
-    return linear(x, state["lm_head"])                               # V
+        w = {
+            name: state[f"layer{l}.{name}"]
+            for name in (
+                "attn_wq",
+                "attn_wk",
+                "attn_wv",
+                "attn_wo",
+                "mlp_fc1",
+                "mlp_fc2",
+            )
+        }
+        h = rmsnorm(x)  # C
+        cache.keys[l].append(linear(h, w["attn_wk"]))  # C
+        cache.values[l].append(linear(h, w["attn_wv"]))  # C
+        y = attention(
+            linear(h, w["attn_wq"]), cache.keys[l], cache.values[l], config.n_head
+        )  # C
+        x = [a + b for a, b in zip(x, linear(y, w["attn_wo"]))]  # C
+        h = [_relu(u) for u in linear(rmsnorm(x), w["mlp_fc1"])]  # 4C
+        x = [a + b for a, b in zip(x, linear(h, w["mlp_fc2"]))]  # C
+    return linear(x, state["lm_head"])  # V
 
 
 def sequence_loss(state: dict, config: MicroGPTConfig, tokens: Sequence[int]):
@@ -318,15 +385,22 @@ def sequence_loss(state: dict, config: MicroGPTConfig, tokens: Sequence[int]):
     """
     n = len(tokens) - 1
     if not 1 <= n <= config.block_size:
-        raise ValueError(f"sequence_loss: need 2 to block_size + 1 = "
-                         f"{config.block_size + 1} tokens, got {len(tokens)}")
+        raise ValueError(
+            f"sequence_loss: need 2 to block_size + 1 = "
+            f"{config.block_size + 1} tokens, got {len(tokens)}"
+        )
     cache = KVCache.empty(config.n_layer)
-    losses = [cross_entropy(forward_token(state, config, tokens[t], t, cache),
-                            tokens[t + 1]) for t in range(n)]
+    losses = [
+        cross_entropy(
+            forward_token(state, config, tokens[t], t, cache), tokens[t + 1]
+        )
+        for t in range(n)
+    ]
     return _total(losses) * (1.0 / n)
 
 
 # ---- the model object --------------------------------------------------------
+
 
 class MicroGPT:
     """microgpt's GPT with every parameter a `Value`.
@@ -343,34 +417,49 @@ class MicroGPT:
         .sample(...)   new names, drawn from the model (seeded)
     """
 
-    def __init__(self, seed: int = 0, *, config: MicroGPTConfig | None = None,
-                 vocab: NameVocab | None = None):
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        config: MicroGPTConfig | None = None,
+        vocab: NameVocab | None = None,
+    ):
         self.vocab = vocab or NameVocab(load_names())
         self.config = config or MicroGPTConfig(vocab_size=len(self.vocab))
         if self.config.vocab_size != len(self.vocab):
-            raise ValueError(f"MicroGPT: config.vocab_size="
-                             f"{self.config.vocab_size} but the vocabulary "
-                             f"has {len(self.vocab)} tokens (characters + BOS)")
+            raise ValueError(
+                f"MicroGPT: config.vocab_size="
+                f"{self.config.vocab_size} but the vocabulary "
+                f"has {len(self.vocab)} tokens (characters + BOS)"
+            )
         rng = random.Random(seed)
-        self.state = {name: [[Value(rng.gauss(0.0, INIT_STD)) for _ in range(c)]
-                             for _ in range(r)]
-                      for name, (r, c) in parameter_shapes(self.config).items()}
+        self.state = {
+            name: [
+                [Value(rng.gauss(0.0, INIT_STD)) for _ in range(c)]
+                for _ in range(r)
+            ]
+            for name, (r, c) in parameter_shapes(self.config).items()
+        }
         self.params = [p for m in self.state.values() for row in m for p in row]
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"MicroGPT({len(self.params):,} parameters: vocab "
-                f"{c.vocab_size}, block {c.block_size}, {c.n_layer} layer(s), "
-                f"{c.n_head} heads, {c.n_embd} channels)")
+        return (
+            f"MicroGPT({len(self.params):,} parameters: vocab "
+            f"{c.vocab_size}, block {c.block_size}, {c.n_layer} layer(s), "
+            f"{c.n_head} heads, {c.n_embd} channels)"
+        )
 
     def encode(self, name: str) -> list[int]:
         """[BOS, characters..., BOS], checked against the vocabulary and the
         block size (a name may have at most block_size - 1 characters)."""
         tokens = self.vocab.encode(name)
         if len(tokens) - 1 > self.config.block_size:
-            raise ValueError(f"MicroGPT: {name!r} has {len(name)} characters; "
-                             f"this model reads at most block_size - 1 = "
-                             f"{self.config.block_size - 1}")
+            raise ValueError(
+                f"MicroGPT: {name!r} has {len(name)} characters; "
+                f"this model reads at most block_size - 1 = "
+                f"{self.config.block_size - 1}"
+            )
         return tokens
 
     def loss(self, name: str) -> Value:
@@ -379,8 +468,9 @@ class MicroGPT:
 
     def float_state(self) -> dict:
         """The parameters' current data as plain floats, in the same nesting."""
-        return {k: [[p.data for p in row] for row in m]
-                for k, m in self.state.items()}
+        return {
+            k: [[p.data for p in row] for row in m] for k, m in self.state.items()
+        }
 
     def loss_value(self, name: str, state: dict | None = None) -> float:
         """The loss of `name` on floats (no graph): `state` defaults to the
@@ -390,19 +480,22 @@ class MicroGPT:
 
     def gradients(self) -> dict:
         """The .grad of every parameter, name -> matrix (list of rows)."""
-        return {k: [[p.grad for p in row] for row in m]
-                for k, m in self.state.items()}
+        return {
+            k: [[p.grad for p in row] for row in m] for k, m in self.state.items()
+        }
 
-    def sample(self, n: int = 10, temperature: float = 0.5,
-               seed: int = 0) -> list[str]:
+    def sample(
+        self, n: int = 10, temperature: float = 0.5, seed: int = 0
+    ) -> list[str]:
         """`n` names drawn one character at a time from softmax(logits / T).
 
         Starts from BOS and stops at BOS or after block_size tokens.  Runs on
         floats (no graph); random.Random(seed).choices draws the tokens.
         """
         if not temperature > 0:
-            raise ValueError(f"MicroGPT.sample: temperature must be > 0, "
-                             f"got {temperature!r}")
+            raise ValueError(
+                f"MicroGPT.sample: temperature must be > 0, got {temperature!r}"
+            )
         rng, state, bos = random.Random(seed), self.float_state(), self.vocab.bos
         names = []
         for _ in range(n):
@@ -420,6 +513,7 @@ class MicroGPT:
 
 # ---- training: microgpt's Adam and loop --------------------------------------
 
+
 class Adam:
     """Adam (Kingma and Ba) over a list of Values, microgpt's settings.
 
@@ -428,10 +522,19 @@ class Adam:
         p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
     """
 
-    def __init__(self, params: Sequence[Value], lr: float = 0.01,
-                 betas: tuple[float, float] = (0.85, 0.99), eps: float = 1e-8):
+    def __init__(
+        self,
+        params: Sequence[Value],
+        lr: float = 0.01,
+        betas: tuple[float, float] = (0.85, 0.99),
+        eps: float = 1e-8,
+    ):
         self.params, self.lr, (self.b1, self.b2), self.eps = (
-            list(params), lr, betas, eps)
+            list(params),
+            lr,
+            betas,
+            eps,
+        )
         self.m = [0.0] * len(self.params)
         self.v = [0.0] * len(self.params)
         self.t = 0
@@ -440,13 +543,14 @@ class Adam:
         """One update of every parameter from its .grad (lr: this step's rate)."""
         self.t += 1
         lr = self.lr if lr is None else lr
-        c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
+        c1, c2 = 1.0 - self.b1**self.t, 1.0 - self.b2**self.t
         for i, p in enumerate(self.params):
             g = p.grad
             self.m[i] = self.b1 * self.m[i] + (1.0 - self.b1) * g
             self.v[i] = self.b2 * self.v[i] + (1.0 - self.b2) * g * g
-            p.data -= lr * (self.m[i] / c1) / (math.sqrt(self.v[i] / c2)
-                                               + self.eps)
+            p.data -= (
+                lr * (self.m[i] / c1) / (math.sqrt(self.v[i] / c2) + self.eps)
+            )
 
 
 @contextlib.contextmanager
@@ -477,9 +581,15 @@ def train_order(names: Sequence[str], seed: int = 0) -> list[str]:
     return order
 
 
-def train(model: MicroGPT, names: Sequence[str], steps: int, lr: float = 0.01,
-          betas: tuple[float, float] = (0.85, 0.99), seed: int = 0,
-          optimizer: Adam | None = None) -> list[float]:
+def train(
+    model: MicroGPT,
+    names: Sequence[str],
+    steps: int,
+    lr: float = 0.01,
+    betas: tuple[float, float] = (0.85, 0.99),
+    seed: int = 0,
+    optimizer: Adam | None = None,
+) -> list[float]:
     """`steps` Adam steps, one name each; returns every step's loss.
 
     Step i uses name i of train_order(names, seed) (cycling) and the rate
@@ -502,6 +612,7 @@ def train(model: MicroGPT, names: Sequence[str], steps: int, lr: float = 0.01,
 
 
 # ---- measurements the chapter prints -----------------------------------------
+
 
 def parameter_table(config: MicroGPTConfig) -> str:
     """Name, shape and count of every matrix, and the total, as text."""
@@ -548,8 +659,10 @@ class FiniteDifferenceCost:
         """Finite differences' cost over backprop's, counted in forward
         `passes` (a backward counted as one pass, as the literature does) or
         in elementary `operations`."""
-        passes = {"one-sided": self.one_sided_passes,
-                  "centred": self.centred_passes}[scheme]
+        passes = {
+            "one-sided": self.one_sided_passes,
+            "centred": self.centred_passes,
+        }[scheme]
         if unit == "passes":
             return passes / 2
         return passes * self.forward_ops / self.backprop_ops
@@ -559,10 +672,18 @@ class FiniteDifferenceCost:
         rows = [
             ("", "passes", "operations", "vs backprop"),
             ("backprop: 1 forward + 1 backward", "2", f"{F + B:,}", "1"),
-            (f"one-sided differences: P + 1", f"{P + 1:,}",
-             f"{(P + 1) * F:,}", f"{self.ratio('one-sided'):,.0f} x"),
-            (f"centred differences: 2P", f"{2 * P:,}", f"{2 * P * F:,}",
-             f"{self.ratio('centred'):,.0f} x"),
+            (
+                "one-sided differences: P + 1",
+                f"{P + 1:,}",
+                f"{(P + 1) * F:,}",
+                f"{self.ratio('one-sided'):,.0f} x",
+            ),
+            (
+                "centred differences: 2P",
+                f"{2 * P:,}",
+                f"{2 * P * F:,}",
+                f"{self.ratio('centred'):,.0f} x",
+            ),
         ]
         return "\n".join(f"{a:<34} {b:>7} {c:>14} {d:>12}" for a, b, c, d in rows)
 
@@ -574,8 +695,9 @@ def finite_difference_cost(model: MicroGPT, name: str) -> FiniteDifferenceCost:
     """Count what one gradient of `name`'s loss costs each way (P = every
     parameter of the model)."""
     counts = count_name_graph(model, name)
-    return FiniteDifferenceCost(len(model.params), counts.operations,
-                                counts.backward_steps)
+    return FiniteDifferenceCost(
+        len(model.params), counts.operations, counts.backward_steps
+    )
 
 
 @dataclass(frozen=True)
@@ -598,22 +720,29 @@ class GradientCheck:
     def __str__(self) -> str:
         # each error against the tolerance, not its last digits (those
         # depend on the CPU's exp and log)
-        lines = [f"{'matrix':<16} {'checked':>7} {'rel err':>9}  "
-                 f"(tol {self.tol:.0e})"]
+        lines = [
+            f"{'matrix':<16} {'checked':>7} {'rel err':>9}  (tol {self.tol:.0e})"
+        ]
         for r in self.rows:
             ok = self.rel_err(r) < self.tol
             shown = f"< {self.tol:.0e}" if ok else f"{self.rel_err(r):.1e}"
-            lines.append(f"{r[0]:<16} {r[1]:>7} {shown:>9}  "
-                         f"{'PASS' if ok else 'FAIL'}")
+            lines.append(
+                f"{r[0]:<16} {r[1]:>7} {shown:>9}  {'PASS' if ok else 'FAIL'}"
+            )
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
 
 
-def check_gradients(model: MicroGPT, name: str, per_matrix: int = 4,
-                    eps: float = 1e-5, tol: float = 1e-6,
-                    seed: int = 0) -> GradientCheck:
+def check_gradients(
+    model: MicroGPT,
+    name: str,
+    per_matrix: int = 4,
+    eps: float = 1e-5,
+    tol: float = 1e-6,
+    seed: int = 0,
+) -> GradientCheck:
     """Compare `name`'s backprop gradients with centred differences
     (L(p + eps) - L(p - eps)) / 2 eps, evaluated on floats.
 
@@ -630,8 +759,12 @@ def check_gradients(model: MicroGPT, name: str, per_matrix: int = 4,
     rng, state = random.Random(seed), model.float_state()
     rows = []
     for key, matrix in model.state.items():
-        used = [(i, j) for i, row in enumerate(matrix)
-                for j, p in enumerate(row) if p.grad != 0.0]
+        used = [
+            (i, j)
+            for i, row in enumerate(matrix)
+            for j, p in enumerate(row)
+            if p.grad != 0.0
+        ]
         picked = rng.sample(used, min(per_matrix, len(used)))
         diffs, scale = [0.0], [0.0]
         for i, j in picked:
@@ -653,17 +786,18 @@ class StepTime:
     """Seconds for one name, best of several runs (an illustration: it
     depends on the machine and its load)."""
 
-    forward: float           # Values: builds the graph
-    backward: float          # loss.backward()
-    float_forward: float     # the same forward on floats, no graph
+    forward: float  # Values: builds the graph
+    backward: float  # loss.backward()
+    float_forward: float  # the same forward on floats, no graph
 
     @property
     def forward_backward(self) -> float:
         return self.forward + self.backward
 
 
-def time_per_name(model: MicroGPT, name: str, repeats: int = 3,
-                  pause_gc: bool = True) -> StepTime:
+def time_per_name(
+    model: MicroGPT, name: str, repeats: int = 3, pause_gc: bool = True
+) -> StepTime:
     """Time the forward (on Values), the backward, and a float forward,
     with the cyclic garbage collector paused (`paused_gc`) unless
     `pause_gc=False`."""

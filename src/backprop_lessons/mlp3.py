@@ -18,57 +18,25 @@ Shape legend: B batch, d0 inputs, d1 and d2 hidden widths, K classes.
 
 What this is not: a general layer library.  It is one fixed network written
 out in full so that every line of its backward can be read against the
-derivation.  It imports NumPy only.
+derivation.  It imports NumPy and the shared array formulas of `numerics`
+(sigmoid, log-softmax, one-hot rows).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ThreeLayerMLP", "sigmoid", "softmax", "log_softmax", "one_hot", "sgd_step",
-           "train", "accuracy"]
+from .numerics import log_softmax, one_hot, positive_int, sigmoid
+
+__all__ = ["ThreeLayerMLP", "sgd_step", "train", "accuracy"]
 
 
-# ---- numerically stable building blocks ------------------------------------------
+# ---- the model -----------------------------------------------------------------
 
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-z)) without overflow: exp is only ever taken of -|z| <= 0."""
-    e = np.exp(-np.abs(z))                # (...) in (0, 1]
-    return np.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
-
-
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    """z - log(sum(exp(z))) along the last axis,
-    with the row max subtracted first."""
-    shifted = z - z.max(axis=-1, keepdims=True)  # (B, K) every row max is 0
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (B, K)
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    """exp(z) / sum(exp(z)) along the last axis; exp never sees a positive number."""
-    shifted = z - z.max(axis=-1, keepdims=True)  # (B, K)
-    e = np.exp(shifted)                   # (B, K) in (0, 1]
-    return e / e.sum(axis=-1, keepdims=True)  # (B, K) rows sum to 1
-
-
-def one_hot(y, K: int, dtype=np.float64) -> np.ndarray:
-    """Integer labels (B,) in [0, K) -> one-hot rows (B, K)."""
-    y = np.asarray(y)
-    if y.ndim != 1 or (y.size and y.dtype.kind not in "iu"):
-        raise ValueError(f"one_hot: labels must be a 1-D array of integers, got shape {y.shape} "
-                         f"and dtype {y.dtype}")
-    if y.size and (y.min() < 0 or y.max() >= K):
-        raise ValueError(f"one_hot: labels must lie in [0, {K}), got values from {y.min()} "
-                         f"to {y.max()}")
-    Y = np.zeros((y.shape[0], K), dtype=dtype)  # (B, K)
-    Y[np.arange(y.shape[0]), y] = 1
-    return Y
-
-
-# ---- the model ------------------------------------------------------------------
 
 class ThreeLayerMLP:
-    """d0 -> d1 (sigmoid) -> d2 (sigmoid) -> K (softmax), trained with cross-entropy.
+    """d0 -> d1 (sigmoid) -> d2 (sigmoid) -> K (softmax), trained with
+    cross-entropy.
 
     Parameters live in `self.params`, an ordered dict name -> array (see
     `param_shapes`).  Weights start as N(0, 1/fan_in) (LeCun/Xavier-style
@@ -76,21 +44,24 @@ class ThreeLayerMLP:
     seed always gives the same parameters.
     """
 
-    def __init__(self, d0: int, d1: int, d2: int, K: int, seed: int = 0, dtype=np.float64):
-        for name, n in (("d0", d0), ("d1", d1), ("d2", d2), ("K", K)):
-            if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-                raise ValueError(f"ThreeLayerMLP: {name} must be a positive int, got {n!r}")
-        if K < 2:
-            raise ValueError(f"ThreeLayerMLP: K must be at least 2 classes, got {K}")
+    def __init__(
+        self, d0: int, d1: int, d2: int, K: int, seed: int = 0, dtype=np.float64
+    ):
+        self.d0 = positive_int("ThreeLayerMLP", "d0", d0)
+        self.d1 = positive_int("ThreeLayerMLP", "d1", d1)
+        self.d2 = positive_int("ThreeLayerMLP", "d2", d2)
+        self.K = positive_int("ThreeLayerMLP", "K", K, minimum=2)  # classes
         self.dtype = np.dtype(dtype)
         if self.dtype.kind != "f":
-            raise ValueError(f"ThreeLayerMLP: dtype must be a float type, got {self.dtype}")
-        self.d0, self.d1, self.d2, self.K = int(d0), int(d1), int(d2), int(K)
+            raise ValueError(
+                f"ThreeLayerMLP: dtype must be a float type, got {self.dtype}"
+            )
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
         for name, shape in self.param_shapes().items():
             if name.startswith("W"):
-                w = rng.standard_normal(shape) / np.sqrt(shape[0])  # std 1/sqrt(fan_in)
+                # std 1/sqrt(fan_in)
+                w = rng.standard_normal(shape) / np.sqrt(shape[0])
                 self.params[name] = w.astype(self.dtype)
             else:
                 self.params[name] = np.zeros(shape, dtype=self.dtype)
@@ -98,37 +69,46 @@ class ThreeLayerMLP:
 
     def param_shapes(self) -> dict[str, tuple]:
         """The one table of parameter names and shapes, in forward order."""
-        return {"W1": (self.d0, self.d1), "b1": (self.d1,),
-                "W2": (self.d1, self.d2), "b2": (self.d2,),
-                "W3": (self.d2, self.K), "b3": (self.K,)}
+        return {
+            "W1": (self.d0, self.d1),
+            "b1": (self.d1,),
+            "W2": (self.d1, self.d2),
+            "b2": (self.d2,),
+            "W3": (self.d2, self.K),
+            "b3": (self.K,),
+        }
 
     def num_params(self) -> int:
         return sum(p.size for p in self.params.values())
 
     def __repr__(self) -> str:
-        return (f"ThreeLayerMLP({self.d0} -> {self.d1} -> {self.d2} -> {self.K}, "
-                f"{self.num_params()} parameters, {self.dtype})")
+        return (
+            f"ThreeLayerMLP({self.d0} -> {self.d1} -> {self.d2} -> {self.K}, "
+            f"{self.num_params()} parameters, {self.dtype})"
+        )
 
-    # ---- forward -----------------------------------------------------------------
+    # ---- forward ---------------------------------------------------------------
 
     def forward(self, X) -> np.ndarray:
         """Class probabilities P (B, K) for inputs X (B, d0); keeps what
         backward needs."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.d0:
-            raise ValueError("ThreeLayerMLP.forward: X must have shape "
-                             f"(B, {self.d0}), got {X.shape}")
+            raise ValueError(
+                "ThreeLayerMLP.forward: X must have shape "
+                f"(B, {self.d0}), got {X.shape}"
+            )
         if X.shape[0] == 0:
             raise ValueError("ThreeLayerMLP.forward: X is an empty batch (B = 0)")
         X = X.astype(self.dtype, copy=False)  # (B, d0)
         p = self.params
-        Z1 = X @ p["W1"] + p["b1"]        # (B, d1)
-        H1 = sigmoid(Z1)                  # (B, d1)
-        Z2 = H1 @ p["W2"] + p["b2"]       # (B, d2)
-        H2 = sigmoid(Z2)                  # (B, d2)
-        Z3 = H2 @ p["W3"] + p["b3"]       # (B, K)  logits
-        logP = log_softmax(Z3)            # (B, K)
-        P = np.exp(logP)                  # (B, K)  rows sum to 1
+        Z1 = X @ p["W1"] + p["b1"]  # (B, d1)
+        H1 = sigmoid(Z1)  # (B, d1)
+        Z2 = H1 @ p["W2"] + p["b2"]  # (B, d2)
+        H2 = sigmoid(Z2)  # (B, d2)
+        Z3 = H2 @ p["W3"] + p["b3"]  # (B, K)  logits
+        logP = log_softmax(Z3)  # (B, K)
+        P = np.exp(logP)  # (B, K)  rows sum to 1
         # Z1 and Z2 are not kept: sigmoid'(Z) = H (1 - H) is recomputed from H.
         self.cache = {"X": X, "H1": H1, "H2": H2, "logP": logP, "P": P}
         return P
@@ -136,35 +116,48 @@ class ThreeLayerMLP:
     def _targets(self, Y, op: str) -> np.ndarray:
         """Labels as one-hot rows (B, K) matching the cached batch."""
         if self.cache is None:
-            raise RuntimeError(f"ThreeLayerMLP.{op}: call forward(X) first; there is no "
-                               "cached batch yet")
+            raise RuntimeError(
+                f"ThreeLayerMLP.{op}: call forward(X) first; there is no "
+                "cached batch yet"
+            )
         B = self.cache["X"].shape[0]
         Y = np.asarray(Y)
         if Y.ndim == 1:
             if Y.shape[0] != B:
-                raise ValueError(f"ThreeLayerMLP.{op}: {Y.shape[0]} labels for a batch of {B}")
+                raise ValueError(
+                    f"ThreeLayerMLP.{op}: {Y.shape[0]} labels for a batch of {B}"
+                )
             if Y.dtype.kind not in "iu":
-                raise ValueError(f"ThreeLayerMLP.{op}: 1-D labels must be integer classes, "
-                                 f"got dtype {Y.dtype}")
+                raise ValueError(
+                    f"ThreeLayerMLP.{op}: 1-D labels must be integer classes, "
+                    f"got dtype {Y.dtype}"
+                )
             if Y.min() < 0 or Y.max() >= self.K:
-                raise ValueError(f"ThreeLayerMLP.{op}: labels must lie in [0, {self.K}), got "
-                                 f"values from {Y.min()} to {Y.max()}")
+                raise ValueError(
+                    f"ThreeLayerMLP.{op}: labels must lie in [0, {self.K}), got "
+                    f"values from {Y.min()} to {Y.max()}"
+                )
             return one_hot(Y, self.K, self.dtype)
         if Y.shape != (B, self.K):
-            raise ValueError(f"ThreeLayerMLP.{op}: Y must be integer labels ({B},) or one-hot "
-                             f"rows ({B}, {self.K}), got shape {Y.shape}")
+            raise ValueError(
+                f"ThreeLayerMLP.{op}: Y must be integer labels ({B},) or one-hot "
+                f"rows ({B}, {self.K}), got shape {Y.shape}"
+            )
         if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0):
-            raise ValueError(f"ThreeLayerMLP.{op}: each row of Y must be a probability "
-                             "distribution (one-hot: a single 1, zeros elsewhere)")
+            raise ValueError(
+                f"ThreeLayerMLP.{op}: each row of Y must be a probability "
+                "distribution (one-hot: a single 1, zeros elsewhere)"
+            )
         return Y.astype(self.dtype, copy=False)
 
     def loss(self, Y) -> float:
-        """Mean cross-entropy -1/B sum_b sum_k Y[b,k] log P[b,k] of the cached batch."""
-        Y = self._targets(Y, "loss")      # (B, K)
-        logP = self.cache["logP"]         # (B, K)
+        """Mean cross-entropy -1/B sum_b sum_k Y[b,k] log P[b,k] of the cached
+        batch."""
+        Y = self._targets(Y, "loss")  # (B, K)
+        logP = self.cache["logP"]  # (B, K)
         return float(-(Y * logP).sum() / logP.shape[0])  # ()
 
-    # ---- backward ----------------------------------------------------------------
+    # ---- backward --------------------------------------------------------------
 
     def backward(self, Y) -> dict[str, np.ndarray]:
         """Gradients of the mean cross-entropy for every parameter (same keys
@@ -178,19 +171,19 @@ class ThreeLayerMLP:
         X, H1, H2, P = c["X"], c["H1"], c["H2"], c["P"]
         B = X.shape[0]
         # output layer: softmax + cross-entropy together give dL/dZ3 = (P - Y) / B
-        delta3 = (P - Y) / B              # (B, K)   dL/dZ3
-        dW3 = H2.T @ delta3               # (d2, K) = (d2, B) @ (B, K)
-        db3 = delta3.sum(axis=0)          # (K,)     b3 was added to every row
-        dH2 = delta3 @ p["W3"].T          # (B, d2) = (B, K) @ (K, d2)
+        delta3 = (P - Y) / B  # (B, K) dL/dZ3
+        dW3 = H2.T @ delta3  # (d2, K) = (d2, B) @ (B, K)
+        db3 = delta3.sum(axis=0)  # (K,) b3 was added to every row
+        dH2 = delta3 @ p["W3"].T  # (B, d2) = (B, K) @ (K, d2)
         # second hidden layer: sigmoid'(Z2) = H2 (1 - H2), elementwise
-        delta2 = dH2 * H2 * (1 - H2)      # (B, d2)  dL/dZ2
-        dW2 = H1.T @ delta2               # (d1, d2) = (d1, B) @ (B, d2)
-        db2 = delta2.sum(axis=0)          # (d2,)
-        dH1 = delta2 @ p["W2"].T          # (B, d1) = (B, d2) @ (d2, d1)
+        delta2 = dH2 * H2 * (1 - H2)  # (B, d2) dL/dZ2
+        dW2 = H1.T @ delta2  # (d1, d2) = (d1, B) @ (B, d2)
+        db2 = delta2.sum(axis=0)  # (d2,)
+        dH1 = delta2 @ p["W2"].T  # (B, d1) = (B, d2) @ (d2, d1)
         # first hidden layer: the same two steps once more
-        delta1 = dH1 * H1 * (1 - H1)      # (B, d1)  dL/dZ1
-        dW1 = X.T @ delta1                # (d0, d1) = (d0, B) @ (B, d1)
-        db1 = delta1.sum(axis=0)          # (d1,)
+        delta1 = dH1 * H1 * (1 - H1)  # (B, d1) dL/dZ1
+        dW1 = X.T @ delta1  # (d0, d1) = (d0, B) @ (B, d1)
+        db1 = delta1.sum(axis=0)  # (d1,)
         # (dX = delta1 @ W1.T would be next; the inputs need no gradient)
         return {"W1": dW1, "b1": db1, "W2": dW2, "b2": db2, "W3": dW3, "b3": db3}
 
@@ -204,14 +197,17 @@ class ThreeLayerMLP:
         return self.forward(X).argmax(axis=1)
 
 
-# ---- training -------------------------------------------------------------------
+# ---- training ------------------------------------------------------------------
+
 
 def sgd_step(params: dict, grads: dict, lr: float) -> None:
     """p <- p - lr * dp for every name, in place."""
     for name, g in grads.items():
         if g.shape != params[name].shape:
-            raise ValueError(f"sgd_step: gradient {name} has shape {g.shape}, "
-                             f"the parameter {params[name].shape}")
+            raise ValueError(
+                f"sgd_step: gradient {name} has shape {g.shape}, "
+                f"the parameter {params[name].shape}"
+            )
         params[name] -= lr * g
 
 
@@ -220,8 +216,15 @@ def accuracy(model: ThreeLayerMLP, X, y) -> float:
     return float(np.mean(model.predict(X) == np.asarray(y)))
 
 
-def train(model: ThreeLayerMLP, X, y, epochs: int = 100, lr: float = 1.0,
-          batch_size: int | None = None, seed: int = 0) -> dict[str, list[float]]:
+def train(
+    model: ThreeLayerMLP,
+    X,
+    y,
+    epochs: int = 100,
+    lr: float = 1.0,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> dict[str, list[float]]:
     """Minibatch SGD on integer labels y (B,); one shuffle per epoch from `seed`.
 
     Returns the history {"loss": [...], "accuracy": [...]}, both measured on
@@ -231,14 +234,15 @@ def train(model: ThreeLayerMLP, X, y, epochs: int = 100, lr: float = 1.0,
     n = X.shape[0]
     batch_size = n if batch_size is None else int(batch_size)
     if not 1 <= batch_size <= n:
-        raise ValueError(f"train: batch_size must lie in [1, {n}], "
-                         f"got {batch_size}")
+        raise ValueError(
+            f"train: batch_size must lie in [1, {n}], got {batch_size}"
+        )
     rng = np.random.default_rng(seed)
     history = {"loss": [], "accuracy": []}
     for _ in range(epochs):
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
-            batch = order[start:start + batch_size]
+            batch = order[start : start + batch_size]
             _, grads = model.loss_and_grads(X[batch], y[batch])
             sgd_step(model.params, grads, lr)
         P = model.forward(X)

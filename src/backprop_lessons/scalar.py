@@ -23,17 +23,22 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
+from collections.abc import Iterable
 
-__all__ = ["Value", "topological_order", "zero_grad"]
+__all__ = ["Value", "topological_order", "zero_grad", "float_sigmoid"]
 
 
-def _as_float(x, op: str) -> float:
-    """Convert a Python/NumPy real number to float, or raise a TypeError naming `op`."""
+def as_float(x, op: str, kind: str = "Value") -> float:
+    """A Python or NumPy real number as a float, or a TypeError naming `op`.
+
+    `kind` names the engine's own number type in the message ("Value" here,
+    "Dual" in `forward_mode`, which shares this check).
+    """
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return float(x)
     raise TypeError(
-        f"Value {op}: expected a Value or a real number, got {type(x).__name__} {x!r}"
+        f"{kind} {op}: expected a {kind} or a real number, "
+        f"got {type(x).__name__} {x!r}"
     )
 
 
@@ -54,6 +59,18 @@ def _pow_local_grad(x: float, k: float) -> float:
         return math.copysign(math.inf, k * (x if odd else 1.0))
 
 
+def float_sigmoid(x: float) -> float:
+    """1 / (1 + e^-x) for a Python float, in two branches so exp never overflows.
+
+    The forward and JVP of sigmoid on scalars (`Value`, `forward_mode`) both
+    use it; `numerics.sigmoid` is the same formula on arrays.
+    """
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)  # < 1
+    return e / (1.0 + e)
+
+
 class Value:
     """A scalar in a computation graph: `data`, `grad` and how it was made.
 
@@ -65,16 +82,22 @@ class Value:
 
     __slots__ = ("data", "grad", "label", "_children", "_local_grads", "_op")
 
-    def __init__(self, data, label: str = "", _children: tuple = (),
-                 _local_grads: tuple = (), _op: str = ""):
+    def __init__(
+        self,
+        data,
+        label: str = "",
+        _children: tuple = (),
+        _local_grads: tuple = (),
+        _op: str = "",
+    ):
         if type(data) is not float:  # fast path: the engine itself passes floats
-            data = _as_float(data, "construction")
+            data = as_float(data, "construction")
         self.data = data
         self.grad = 0.0
         self.label = label
-        self._children = _children        # the Values this one was computed from
+        self._children = _children  # the Values this one was computed from
         self._local_grads = _local_grads  # d(self)/d(child), one per child
-        self._op = _op                    # the operation's symbol, for drawings
+        self._op = _op  # the operation's symbol, for drawings
 
     def __repr__(self) -> str:
         extra = f", label={self.label!r}" if self.label else ""
@@ -85,49 +108,54 @@ class Value:
     # derivatives of the operation, evaluated at the inputs' data.
 
     def __add__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "+"))
+        other = other if type(other) is Value else Value(as_float(other, "+"))
         # d(a+b)/da = 1, d(a+b)/db = 1: addition passes the gradient through.
         return Value(self.data + other.data, "", (self, other), (1.0, 1.0), "+")
 
     def __mul__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "*"))
+        other = other if type(other) is Value else Value(as_float(other, "*"))
         # d(ab)/da = b, d(ab)/db = a: each side gets the other's value.
-        return Value(self.data * other.data, "", (self, other),
-                     (other.data, self.data), "*")
+        local_grads = (other.data, self.data)
+        return Value(self.data * other.data, "", (self, other), local_grads, "*")
 
     def __pow__(self, k) -> Value:
         if isinstance(k, Value):
             raise TypeError(
                 "Value **: only numeric exponents are supported (int or float), "
-                f"got a Value (data={k.data!r}); write exp(k * log(x)) for x ** Value"
+                f"got a Value (data={k.data!r}); "
+                "write exp(k * log(x)) for x ** Value"
             )
-        k = _as_float(k, "**")
+        k = as_float(k, "**")
         x = self.data
         if x == 0.0 and k < 0:
-            raise ZeroDivisionError(f"Value **: 0.0 ** {k!r} is undefined (division by zero)")
+            raise ZeroDivisionError(
+                f"Value **: 0.0 ** {k!r} is undefined (division by zero)"
+            )
         if x < 0 and not k.is_integer():
             raise ValueError(
                 f"Value **: {x!r} ** {k!r} is not a real number "
                 "(a negative base needs an integer exponent)"
             )
         try:
-            y = x ** k
+            y = x**k
         except OverflowError:
-            raise OverflowError(f"Value **: {x!r} ** {k!r} overflows a float") from None
+            raise OverflowError(
+                f"Value **: {x!r} ** {k!r} overflows a float"
+            ) from None
         return Value(y, "", (self,), (_pow_local_grad(x, k),), f"**{k:g}")
 
     def __neg__(self) -> Value:
         return self * -1.0
 
     def __sub__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "-"))
+        other = other if type(other) is Value else Value(as_float(other, "-"))
         return self + (-other)
 
     def __truediv__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "/"))
+        other = other if type(other) is Value else Value(as_float(other, "/"))
         if other.data == 0.0:
             raise ZeroDivisionError(f"Value /: division of {self.data!r} by 0.0")
-        return self * other ** -1
+        return self * other**-1
 
     def __radd__(self, other) -> Value:
         return self + other
@@ -136,10 +164,10 @@ class Value:
         return self * other
 
     def __rsub__(self, other) -> Value:
-        return Value(_as_float(other, "-")) - self
+        return Value(as_float(other, "-")) - self
 
     def __rtruediv__(self, other) -> Value:
-        return Value(_as_float(other, "/")) / self
+        return Value(as_float(other, "/")) / self
 
     # ---- unary functions -----------------------------------------------------
 
@@ -147,33 +175,33 @@ class Value:
         try:
             e = math.exp(self.data)
         except OverflowError:
-            raise OverflowError(f"Value exp: exp({self.data!r}) overflows a float") from None
+            raise OverflowError(
+                f"Value exp: exp({self.data!r}) overflows a float"
+            ) from None
         return Value(e, "", (self,), (e,), "exp")  # d(e^x)/dx = e^x
 
     def log(self) -> Value:
         x = self.data
         if x <= 0.0:
-            raise ValueError(f"Value log: log is defined for positive numbers, got {x!r}")
-        return Value(math.log(x), "", (self,), (1.0 / x,), "log")  # d(ln x)/dx = 1/x
+            raise ValueError(
+                f"Value log: log is defined for positive numbers, got {x!r}"
+            )
+        # d(ln x)/dx = 1/x
+        return Value(math.log(x), "", (self,), (1.0 / x,), "log")
 
     def relu(self) -> Value:
-        x = self.data
-        # The kink at 0 gets derivative 0, as in PyTorch.
-        return Value(x if x > 0.0 else 0.0, "", (self,), (1.0 if x > 0.0 else 0.0,), "relu")
+        on = self.data > 0.0  # the kink at 0 gets derivative 0, as in PyTorch
+        y, slope = (self.data, 1.0) if on else (0.0, 0.0)
+        return Value(y, "", (self,), (slope,), "relu")
 
     def tanh(self) -> Value:
         # math.tanh is exact and never overflows; the textbook formula
         # (e^{2x} - 1) / (e^{2x} + 1) overflows for x around 355.
         t = math.tanh(self.data)
-        return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # d tanh/dx = 1 - tanh^2
+        return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # tanh' = 1 - tanh^2
 
     def sigmoid(self) -> Value:
-        x = self.data
-        if x >= 0.0:  # two branches so that exp never overflows
-            s = 1.0 / (1.0 + math.exp(-x))
-        else:
-            e = math.exp(x)
-            s = e / (1.0 + e)
+        s = float_sigmoid(self.data)
         return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
 
     # ---- the backward pass ---------------------------------------------------

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
+from .numerics import positive_int
 from .scalar import Value, zero_grad
 
 __all__ = ["Neuron", "Layer", "MLP"]
 
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
-
-
-def _check_size(op: str, name: str, n) -> None:
-    """Sizes are positive ints (bool is not a size, though Python calls it an int)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"{op}: {name} must be a positive int, got {n!r}")
 
 
 class Module:
@@ -42,10 +37,14 @@ class Neuron(Module):
     uses), so activations neither explode nor vanish as width grows.
     """
 
-    def __init__(self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None):
-        _check_size("Neuron", "nin", nin)
+    def __init__(
+        self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None
+    ):
+        nin = positive_int("Neuron", "nin", nin)
         if nonlin not in _NONLINEARITIES:
-            raise ValueError(f"Neuron: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}")
+            raise ValueError(
+                f"Neuron: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}"
+            )
         rng = rng or random.Random(0)
         bound = 1.0 / math.sqrt(nin)
         self.w = [Value(rng.uniform(-bound, bound)) for _ in range(nin)]
@@ -74,9 +73,14 @@ class Neuron(Module):
 class Layer(Module):
     """`nout` neurons that all read the same `nin` inputs."""
 
-    def __init__(self, nin: int, nout: int, nonlin: str = "tanh",
-                 rng: random.Random | None = None):
-        _check_size("Layer", "nout", nout)
+    def __init__(
+        self,
+        nin: int,
+        nout: int,
+        nonlin: str = "tanh",
+        rng: random.Random | None = None,
+    ):
+        nout = positive_int("Layer", "nout", nout)
         rng = rng or random.Random(0)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
@@ -99,17 +103,24 @@ class MLP(Module):
     single Value when the last layer has one neuron.
     """
 
-    def __init__(self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0):
+    def __init__(
+        self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0
+    ):
         if len(nouts) == 0:
-            raise ValueError("MLP: nouts must list at least one layer size, got []")
-        for n in nouts:
-            _check_size("MLP", "every layer size", n)
-        rng = random.Random(seed)
-        sizes = [nin] + list(nouts)
-        self.layers = [
-            Layer(sizes[i], sizes[i + 1], nonlin if i < len(nouts) - 1 else "linear", rng)
-            for i in range(len(nouts))
+            raise ValueError(
+                "MLP: nouts must list at least one layer size, got []"
+            )
+        sizes = [nin] + [
+            positive_int("MLP", "every layer size", n) for n in nouts
         ]
+        rng = random.Random(seed)
+        self.layers = []
+        for i in range(len(nouts)):
+            last = i == len(nouts) - 1
+            layer = Layer(
+                sizes[i], sizes[i + 1], "linear" if last else nonlin, rng
+            )
+            self.layers.append(layer)
 
     def __call__(self, x: Sequence):
         for layer in self.layers:
@@ -120,5 +131,7 @@ class MLP(Module):
         return [p for layer in self.layers for p in layer.parameters()]
 
     def __repr__(self) -> str:
-        sizes = [len(self.layers[0].neurons[0].w)] + [len(l.neurons) for l in self.layers]
-        return f"MLP({' -> '.join(map(str, sizes))}, {len(self.parameters())} parameters)"
+        sizes = [len(self.layers[0].neurons[0].w)]
+        sizes += [len(layer.neurons) for layer in self.layers]
+        arrows = " -> ".join(map(str, sizes))
+        return f"MLP({arrows}, {len(self.parameters())} parameters)"

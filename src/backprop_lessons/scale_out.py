@@ -1,6 +1,6 @@
 """Data parallelism over several processes, measured: chapter 8's DDP and FSDP experiments.
 
-A comparison module, like `distributed` and `scale`: it imports torch and no
+A comparison module, like `distributed` and `backward_cost`: it imports torch and no
 engine imports it.  The model is `ddp_train.GPTModule`, the PyTorch twin of
 the chapter 6 GPT that `python -m backprop_lessons.ddp_train` trains.
 
@@ -44,18 +44,36 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .ddp_train import (TrainOptions, corpus_tokens, full_gradients,
-                        full_parameters, make_model, make_optimizer,
-                        micro_batches, step_batch, train_step, wrap_ddp,
-                        wrap_fsdp)
+from .backward_cost import count_flops, gpt_flops_formula
+from .ddp_train import (
+    TrainOptions,
+    corpus_tokens,
+    full_gradients,
+    full_parameters,
+    make_model,
+    make_optimizer,
+    micro_batches,
+    step_batch,
+    train_step,
+    wrap_ddp,
+    wrap_fsdp,
+)
 from .gpt.model import GPTConfig, parameter_shapes
-from .scale import count_flops, gpt_flops_formula
 
-__all__ = ["ddp_construction_broadcast", "spread_over_ranks",
-           "no_sync_accumulation", "state_bytes", "throughput",
-           "Span", "AllReduce", "StepTrace", "StepOverlap",
-           "profile_ddp_steps",
-           "GPT2_124M", "GPT2Plan"]
+__all__ = [
+    "ddp_construction_broadcast",
+    "spread_over_ranks",
+    "no_sync_accumulation",
+    "state_bytes",
+    "throughput",
+    "Span",
+    "AllReduce",
+    "StepTrace",
+    "StepOverlap",
+    "profile_ddp_steps",
+    "GPT2_124M",
+    "GPT2Plan",
+]
 
 CPU = torch.device("cpu")
 
@@ -64,9 +82,15 @@ CPU = torch.device("cpu")
 # DDP's broadcast at construction
 # ---------------------------------------------------------------------------
 
-def ddp_construction_broadcast(rank: int, world_size: int,
-                               config: GPTConfig, x: np.ndarray,
-                               y: np.ndarray, steps: int = 2) -> dict:
+
+def ddp_construction_broadcast(
+    rank: int,
+    world_size: int,
+    config: GPTConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    steps: int = 2,
+) -> dict:
     """Parameters of this rank: as built, after `DDP(model)`, after `steps`.
 
     Every rank builds its model from a different seed (seed = rank), so the
@@ -77,31 +101,43 @@ def ddp_construction_broadcast(rank: int, world_size: int,
     """
     model = make_model(config, seed=rank, dtype="float64")
     built = full_parameters(model)
-    ddp = wrap_ddp(model, CPU)                  # broadcast from rank 0
+    ddp = wrap_ddp(model, CPU)  # broadcast from rank 0
     wrapped = full_parameters(ddp)
     optimizer = make_optimizer(ddp, TrainOptions(config=config))
     for _ in range(steps):
-        train_step(ddp, optimizer,
-                   micro_batches(x, y, rank, world_size, 1), CPU)
-    return {"built": built, "after DDP()": wrapped,
-            f"after {steps} steps": full_parameters(ddp)}
+        train_step(ddp, optimizer, micro_batches(x, y, rank, world_size, 1), CPU)
+    return {
+        "built": built,
+        "after DDP()": wrapped,
+        f"after {steps} steps": full_parameters(ddp),
+    }
 
 
 def spread_over_ranks(results: list[dict], stage: str) -> float:
     """The largest |p_rank - p_0| over all ranks and parameters at `stage`
     (0.0: every rank holds exactly rank 0's numbers)."""
     first = results[0][stage]
-    return max(float(np.abs(r[stage][name] - first[name]).max())
-               for r in results[1:] for name in first)
+    return max(
+        float(np.abs(r[stage][name] - first[name]).max())
+        for r in results[1:]
+        for name in first
+    )
 
 
 # ---------------------------------------------------------------------------
 # Gradient accumulation with no_sync
 # ---------------------------------------------------------------------------
 
-def no_sync_accumulation(rank: int, world_size: int, config: GPTConfig,
-                         x: np.ndarray, y: np.ndarray, accumulate: int,
-                         bucket_cap_mb: float = 25.0) -> dict:
+
+def no_sync_accumulation(
+    rank: int,
+    world_size: int,
+    config: GPTConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    accumulate: int,
+    bucket_cap_mb: float = 25.0,
+) -> dict:
     """One step's gradients with `accumulate` micro-batches per rank, two
     ways: `no_sync()` on all but the last micro-batch, and syncing every
     backward.  A communication hook counts the bucket all-reduces each
@@ -115,15 +151,19 @@ def no_sync_accumulation(rank: int, world_size: int, config: GPTConfig,
     the gradients once instead of `accumulate` times.
     """
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
-        allreduce_hook)
+        allreduce_hook,
+    )
 
-    ddp = wrap_ddp(make_model(config, seed=0, dtype="float64"), CPU,
-                   bucket_cap_mb=bucket_cap_mb)
+    ddp = wrap_ddp(
+        make_model(config, seed=0, dtype="float64"),
+        CPU,
+        bucket_cap_mb=bucket_cap_mb,
+    )
     launched = [0]
 
     def counting_allreduce(state, bucket):
         launched[0] += 1
-        return allreduce_hook(state, bucket)    # DDP's own: sum, / world
+        return allreduce_hook(state, bucket)  # DDP's own: sum, / world
 
     ddp.register_comm_hook(dist.group.WORLD, counting_allreduce)
     micro = micro_batches(x, y, rank, world_size, accumulate)
@@ -150,14 +190,21 @@ def no_sync_accumulation(rank: int, world_size: int, config: GPTConfig,
 # ZeRO / FSDP: what each rank holds
 # ---------------------------------------------------------------------------
 
+
 def _local_bytes(t) -> int:
     """Bytes of this rank's part of `t` (its shard for a DTensor)."""
     local = t.to_local() if hasattr(t, "to_local") else t
     return local.numel() * local.element_size()
 
 
-def state_bytes(rank: int, world_size: int, config: GPTConfig,
-                x: np.ndarray, y: np.ndarray, fsdp: bool) -> dict:
+def state_bytes(
+    rank: int,
+    world_size: int,
+    config: GPTConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    fsdp: bool,
+) -> dict:
     """Bytes of training state held by this rank after one AdamW step
     (float64), under DDP or FSDP, summed over its own tensors.
 
@@ -171,29 +218,39 @@ def state_bytes(rank: int, world_size: int, config: GPTConfig,
     model = make_model(config, seed=0, dtype="float64")
     model = wrap_fsdp(model, CPU) if fsdp else wrap_ddp(model, CPU)
     optimizer = make_optimizer(model, TrainOptions(config=config))
-    train_step(model, optimizer, micro_batches(x, y, rank, world_size, 1),
-               CPU)
+    train_step(model, optimizer, micro_batches(x, y, rank, world_size, 1), CPU)
     params = list(model.parameters())
     moments = steps = 0
     for p in params:
         for key, t in optimizer.state[p].items():
             if key == "step":
                 steps += _local_bytes(t)
-            else:                               # exp_avg, exp_avg_sq
+            else:  # exp_avg, exp_avg_sq
                 moments += _local_bytes(t)
     numel = sum(_local_bytes(p) // p.element_size() for p in params)
-    return {"parameters": sum(_local_bytes(p) for p in params),
-            "gradients": sum(_local_bytes(p.grad) for p in params),
-            "adam_moments": moments, "adam_steps": steps, "numel": numel}
+    return {
+        "parameters": sum(_local_bytes(p) for p in params),
+        "gradients": sum(_local_bytes(p.grad) for p in params),
+        "adam_moments": moments,
+        "adam_steps": steps,
+        "numel": numel,
+    }
 
 
 # ---------------------------------------------------------------------------
 # Speed-up: 1 process and 2, in turns
 # ---------------------------------------------------------------------------
 
-def throughput(rank: int, world_size: int, config: GPTConfig,
-               batch_size: int = 8, steps: int = 5, repeats: int = 3,
-               dtype: str = "float32") -> dict:
+
+def throughput(
+    rank: int,
+    world_size: int,
+    config: GPTConfig,
+    batch_size: int = 8,
+    steps: int = 5,
+    repeats: int = 3,
+    dtype: str = "float32",
+) -> dict:
     """Training speed of the same global batch on 1 process and on 2.
 
     In one launch of 2 processes, `repeats` rounds of: rank 0 alone trains
@@ -208,10 +265,11 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
     gradient and DDP's, of the same batch from the same weights.
     """
     if world_size != 2:
-        raise ValueError(f"throughput: compares 1 process with 2, so run it "
-                         f"on 2 ranks, got world_size={world_size}")
-    options = TrainOptions(config=config, batch_size=batch_size,
-                           dtype=dtype)
+        raise ValueError(
+            f"throughput: compares 1 process with 2, so run it "
+            f"on 2 ranks, got world_size={world_size}"
+        )
+    options = TrainOptions(config=config, batch_size=batch_size, dtype=dtype)
     data = corpus_tokens()
     solo = make_model(config, seed=0, dtype=dtype)
     solo_optimizer = make_optimizer(solo, options)
@@ -228,10 +286,12 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
         model(torch.as_tensor(xb), torch.as_tensor(yb)).backward()
         grads.append(full_gradients(model))
         model.zero_grad(set_to_none=True)
-    agreement = max(float(np.abs(grads[1][n] - g).max() / np.abs(g).max())
-                    for n, g in grads[0].items())
+    agreement = max(
+        float(np.abs(grads[1][n] - g).max() / np.abs(g).max())
+        for n, g in grads[0].items()
+    )
     seconds = {"1 process": [], "2 processes": []}
-    for round_ in range(repeats + 1):           # round 0 warms up
+    for round_ in range(repeats + 1):  # round 0 warms up
         dist.barrier()
         if rank == 0:
             t0 = time.perf_counter()
@@ -242,24 +302,27 @@ def throughput(rank: int, world_size: int, config: GPTConfig,
         t0 = time.perf_counter()
         for _ in range(steps):
             train_step(ddp, ddp_optimizer, half, CPU)
-        dist.barrier()                          # both ranks done
+        dist.barrier()  # both ranks done
         if round_ and rank == 0:
             seconds["1 process"].append(solo_seconds)
             seconds["2 processes"].append(time.perf_counter() - t0)
-    return {"seconds": seconds, "steps": steps,
-            "gradient_rel_diff": agreement,
-            "tokens_per_step": batch_size * config.block_size,
-            "flops_per_rank": {"1 process": _step_flops(solo, whole),
-                               "2 processes": _step_flops(solo, half)},
-            "optimizer_numbers_per_rank": sum(
-                p.numel() for p in solo.parameters())}
+    return {
+        "seconds": seconds,
+        "steps": steps,
+        "gradient_rel_diff": agreement,
+        "tokens_per_step": batch_size * config.block_size,
+        "flops_per_rank": {
+            "1 process": _step_flops(solo, whole),
+            "2 processes": _step_flops(solo, half),
+        },
+        "optimizer_numbers_per_rank": sum(p.numel() for p in solo.parameters()),
+    }
 
 
 def _step_flops(model, micro) -> int:
     """Forward + backward matmul FLOPs of one step on `micro`."""
-    (xb, yb), = micro
-    forward, loss = count_flops(model, torch.as_tensor(xb),
-                                torch.as_tensor(yb))
+    ((xb, yb),) = micro
+    forward, loss = count_flops(model, torch.as_tensor(xb), torch.as_tensor(yb))
     backward, _ = count_flops(loss.backward)
     model.zero_grad(set_to_none=True)
     return forward + backward
@@ -268,6 +331,7 @@ def _step_flops(model, micro) -> int:
 # ---------------------------------------------------------------------------
 # Overlap: a torch.profiler trace of DDP steps
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Span:
@@ -307,8 +371,8 @@ class StepTrace:
     rank: int
     origin_ns: int
     forward: Span
-    backward: Span             # the computation, without the final wait
-    backward_call: Span        # loss.backward(): returns when all is sent
+    backward: Span  # the computation, without the final wait
+    backward_call: Span  # loss.backward(): returns when all is sent
     optimizer: Span
     allreduces: tuple[AllReduce, ...] = field(default_factory=tuple)
 
@@ -318,18 +382,26 @@ class StepTrace:
         thread, between its nodes, so the count does not depend on timing."""
         return sum(a.launch < self.backward.end for a in self.allreduces)
 
-    def shifted(self, ms: float) -> "StepTrace":
+    def shifted(self, ms: float) -> StepTrace:
         """The same trace with every time moved by `ms`."""
+
         def move(x):
             return Span(x.name, x.start + ms, x.end + ms)
+
         return replace(
-            self, origin_ns=self.origin_ns - round(ms * 1e6),
-            forward=move(self.forward), backward=move(self.backward),
+            self,
+            origin_ns=self.origin_ns - round(ms * 1e6),
+            forward=move(self.forward),
+            backward=move(self.backward),
             backward_call=move(self.backward_call),
             optimizer=move(self.optimizer),
-            allreduces=tuple(replace(a, launch=a.launch + ms,
-                                     start=a.start + ms, end=a.end + ms)
-                             for a in self.allreduces))
+            allreduces=tuple(
+                replace(
+                    a, launch=a.launch + ms, start=a.start + ms, end=a.end + ms
+                )
+                for a in self.allreduces
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -346,11 +418,10 @@ class StepOverlap:
     ranks: tuple[StepTrace, ...]
 
     @classmethod
-    def from_ranks(cls, traces) -> "StepOverlap":
+    def from_ranks(cls, traces) -> StepOverlap:
         """Align the traces of one step (one per rank) to rank 0's clock."""
         zero = traces[0].origin_ns
-        return cls(tuple(t.shifted((t.origin_ns - zero) / 1e6)
-                         for t in traces))
+        return cls(tuple(t.shifted((t.origin_ns - zero) / 1e6) for t in traces))
 
     @property
     def backward_end(self) -> float:
@@ -359,10 +430,14 @@ class StepOverlap:
 
     def transfers(self) -> list[Span]:
         """Per bucket, [every rank has started it, every rank is done]."""
-        return [Span(f"bucket {k}", max(t.allreduces[k].start
-                                        for t in self.ranks),
-                     max(t.allreduces[k].end for t in self.ranks))
-                for k in range(len(self.ranks[0].allreduces))]
+        return [
+            Span(
+                f"bucket {k}",
+                max(t.allreduces[k].start for t in self.ranks),
+                max(t.allreduces[k].end for t in self.ranks),
+            )
+            for k in range(len(self.ranks[0].allreduces))
+        ]
 
     def communication_ms(self) -> float:
         """Time during which at least one bucket was being transferred."""
@@ -371,8 +446,9 @@ class StepOverlap:
     def hidden_ms(self) -> float:
         """Transfer time before the slowest rank's backward ended."""
         end = self.backward_end
-        return _union_length([(s.start, min(s.end, end))
-                              for s in self.transfers()])
+        return _union_length(
+            [(s.start, min(s.end, end)) for s in self.transfers()]
+        )
 
     def hidden_fraction(self) -> float:
         """hidden_ms / communication_ms (0 if nothing was sent)."""
@@ -390,9 +466,15 @@ def _union_length(intervals) -> float:
     return total
 
 
-def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
-                      batch_size: int = 8, bucket_cap_mb: float = 0.5,
-                      steps: int = 4, dtype: str = "float32") -> list:
+def profile_ddp_steps(
+    rank: int,
+    world_size: int,
+    config: GPTConfig,
+    batch_size: int = 8,
+    bucket_cap_mb: float = 0.5,
+    steps: int = 4,
+    dtype: str = "float32",
+) -> list:
     """`steps` DDP training steps under torch.profiler (CPU activities, all
     threads), after two warm-up steps; returns one `StepTrace` per step.
 
@@ -409,10 +491,10 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     # Kineto logs "USDT: profiler_start/stop" lines to stderr, which a
     # notebook shows under the cell; level 6 keeps it quiet.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    options = TrainOptions(config=config, batch_size=batch_size,
-                           dtype=dtype)
-    ddp = wrap_ddp(make_model(config, seed=0, dtype=dtype), CPU,
-                   bucket_cap_mb=bucket_cap_mb)
+    options = TrainOptions(config=config, batch_size=batch_size, dtype=dtype)
+    ddp = wrap_ddp(
+        make_model(config, seed=0, dtype=dtype), CPU, bucket_cap_mb=bucket_cap_mb
+    )
     optimizer = make_optimizer(ddp, options)
     x, y = step_batch(corpus_tokens(), options, 0)
     ((xb, yb),) = micro_batches(x, y, rank, world_size, 1)
@@ -422,9 +504,13 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     for _ in range(2):
         train_step(ddp, optimizer, [(xb, yb)], CPU)
     names = {id(p): n for n, p in ddp.module.named_parameters()}
-    buckets = [([names[id(p)] for p in b.parameters()],
-                b.buffer().numel() * b.buffer().element_size())
-               for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    buckets = [
+        (
+            [names[id(p)] for p in b.parameters()],
+            b.buffer().numel() * b.buffer().element_size(),
+        )
+        for b in ddp.reducer._get_zeros_like_grad_buckets()
+    ]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for s in range(steps):
             dist.barrier()
@@ -441,8 +527,7 @@ def profile_ddp_steps(rank: int, world_size: int, config: GPTConfig,
     return _step_traces(prof.events(), rank, steps, start_ns, buckets)
 
 
-def _step_traces(events, rank: int, steps: int, start_ns: int,
-                 buckets) -> list:
+def _step_traces(events, rank: int, steps: int, start_ns: int, buckets) -> list:
     """Cut the profiler's events into one StepTrace per step."""
     main = [e for e in events if e.name.startswith("step ")]
     main_thread = main[0].thread
@@ -456,36 +541,60 @@ def _step_traces(events, rank: int, steps: int, start_ns: int,
             return (t - lo) / 1e3
 
         def span(name, found):
-            return Span(name, ms(min(e.time_range.start for e in found)),
-                        ms(max(e.time_range.end for e in found)))
+            return Span(
+                name,
+                ms(min(e.time_range.start for e in found)),
+                ms(max(e.time_range.end for e in found)),
+            )
 
-        inside = [e for e in events
-                  if lo <= e.time_range.start <= hi]
+        inside = [e for e in events if lo <= e.time_range.start <= hi]
         on_main = [e for e in inside if e.thread == main_thread]
-        phase = {e.name: e for e in on_main
-                 if e.name in ("forward", "backward", "optimizer")}
-        nodes = [e for e in on_main if e.name.startswith(
-            "autograd::engine::evaluate_function")]
-        launches = sorted((e.time_range.start for e in on_main
-                           if e.name == "c10d::allreduce_"))
-        runs = sorted(((e.time_range.start, e.time_range.end)
-                       for e in inside if e.name == "gloo:all_reduce"))
+        phase = {
+            e.name: e
+            for e in on_main
+            if e.name in ("forward", "backward", "optimizer")
+        }
+        nodes = [
+            e
+            for e in on_main
+            if e.name.startswith("autograd::engine::evaluate_function")
+        ]
+        launches = sorted(
+            e.time_range.start for e in on_main if e.name == "c10d::allreduce_"
+        )
+        runs = sorted(
+            (e.time_range.start, e.time_range.end)
+            for e in inside
+            if e.name == "gloo:all_reduce"
+        )
         if not len(launches) == len(runs) == len(buckets):
             raise RuntimeError(
                 f"profile_ddp_steps: step {s} has {len(launches)} all-reduce "
                 f"launches and {len(runs)} gloo all-reduces for "
-                f"{len(buckets)} buckets; expected one of each per bucket")
+                f"{len(buckets)} buckets; expected one of each per bucket"
+            )
         allreduces = tuple(
-            AllReduce(k, tuple(buckets[k][0]), buckets[k][1], ms(launch),
-                      ms(start), ms(end))
-            for k, (launch, (start, end)) in enumerate(zip(launches, runs)))
-        traces.append(StepTrace(
-            rank=rank, origin_ns=origin,
-            forward=span("forward", [phase["forward"]]),
-            backward=span("backward", nodes),
-            backward_call=span("backward call", [phase["backward"]]),
-            optimizer=span("optimizer", [phase["optimizer"]]),
-            allreduces=allreduces))
+            AllReduce(
+                k,
+                tuple(buckets[k][0]),
+                buckets[k][1],
+                ms(launch),
+                ms(start),
+                ms(end),
+            )
+            for k, (launch, (start, end)) in enumerate(zip(launches, runs))
+        )
+        traces.append(
+            StepTrace(
+                rank=rank,
+                origin_ns=origin,
+                forward=span("forward", [phase["forward"]]),
+                backward=span("backward", nodes),
+                backward_call=span("backward call", [phase["backward"]]),
+                optimizer=span("optimizer", [phase["optimizer"]]),
+                allreduces=allreduces,
+            )
+        )
     return traces
 
 
@@ -493,8 +602,9 @@ def _step_traces(events, rank: int, steps: int, start_ns: int,
 # A worked plan at real scale (arithmetic, not measurement)
 # ---------------------------------------------------------------------------
 
-GPT2_124M = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12,
-                      n_head=12, n_embd=768)
+GPT2_124M = GPTConfig(
+    vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768
+)
 
 
 @dataclass(frozen=True)
@@ -514,18 +624,19 @@ class GPT2Plan:
     config: GPTConfig = GPT2_124M
     gpus: int = 8
     tokens_per_step: int = 2**19
-    micro_batch: int = 16                 # sequences per GPU per backward
-    peak_flops: float = 312e12            # per GPU, dense bf16 (A100)
-    mfu: float = 0.40                     # achieved / peak
-    bus_bandwidth: float = 200e9          # NCCL bus bytes/s (NVLink)
-    grad_bytes: int = 4                   # fp32 gradients in the buckets
-    state_bytes: int = 16                 # fp32 param + grad + Adam m, v
+    micro_batch: int = 16  # sequences per GPU per backward
+    peak_flops: float = 312e12  # per GPU, dense bf16 (A100)
+    mfu: float = 0.40  # achieved / peak
+    bus_bandwidth: float = 200e9  # NCCL bus bytes/s (NVLink)
+    grad_bytes: int = 4  # fp32 gradients in the buckets
+    state_bytes: int = 16  # fp32 param + grad + Adam m, v
 
     @property
     def parameters(self) -> int:
         """N: every number the model learns (wte counted once)."""
-        return sum(int(np.prod(s))
-                   for s in parameter_shapes(self.config).values())
+        return sum(
+            int(np.prod(s)) for s in parameter_shapes(self.config).values()
+        )
 
     @property
     def flops_per_token(self) -> int:
@@ -539,10 +650,12 @@ class GPT2Plan:
         tokens = self.gpus * self.micro_batch * self.config.block_size
         micro, left = divmod(self.tokens_per_step, tokens)
         if left or micro < 1:
-            raise ValueError(f"GPT2Plan: {self.tokens_per_step:,} tokens per "
-                             f"step do not split into {self.gpus} GPUs x "
-                             f"micro-batches of {self.micro_batch} sequences "
-                             f"of {self.config.block_size} tokens")
+            raise ValueError(
+                f"GPT2Plan: {self.tokens_per_step:,} tokens per "
+                f"step do not split into {self.gpus} GPUs x "
+                f"micro-batches of {self.micro_batch} sequences "
+                f"of {self.config.block_size} tokens"
+            )
         return micro
 
     @property
@@ -567,8 +680,10 @@ class GPT2Plan:
         p = self
         step = p.compute_seconds
         return [
-            ("assumed: GPUs x peak x MFU",
-             f"{p.gpus} x {p.peak_flops / 1e12:.0f} TFLOP/s x {p.mfu:.0%}"),
+            (
+                "assumed: GPUs x peak x MFU",
+                f"{p.gpus} x {p.peak_flops / 1e12:.0f} TFLOP/s x {p.mfu:.0%}",
+            ),
             ("assumed: tokens per step", f"{p.tokens_per_step:,}"),
             ("assumed: NCCL bus bandwidth", f"{p.bus_bandwidth / 1e9:.0f} GB/s"),
             ("parameters N", f"{p.parameters:,}"),
@@ -576,12 +691,18 @@ class GPT2Plan:
             ("micro-batches per GPU per step", f"{p.accumulation}"),
             ("compute per step", f"{step * 1e3:.0f} ms"),
             ("tokens per second", f"{p.tokens_per_step / step:,.0f}"),
-            ("all-reduce per GPU per step (ring)",
-             f"{p.allreduce_bytes / 1e6:,.0f} MB in "
-             f"{p.allreduce_seconds * 1e3:.1f} ms"),
+            (
+                "all-reduce per GPU per step (ring)",
+                f"{p.allreduce_bytes / 1e6:,.0f} MB in "
+                f"{p.allreduce_seconds * 1e3:.1f} ms",
+            ),
             ("all-reduce / compute", f"{p.allreduce_seconds / step:.1%}"),
-            ("training state per GPU, DDP",
-             f"{p.parameters * p.state_bytes / 1e9:.2f} GB"),
-            (f"training state per GPU, FSDP over {p.gpus}",
-             f"{p.parameters * p.state_bytes / p.gpus / 1e9:.2f} GB"),
+            (
+                "training state per GPU, DDP",
+                f"{p.parameters * p.state_bytes / 1e9:.2f} GB",
+            ),
+            (
+                f"training state per GPU, FSDP over {p.gpus}",
+                f"{p.parameters * p.state_bytes / p.gpus / 1e9:.2f} GB",
+            ),
         ]

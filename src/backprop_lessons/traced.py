@@ -37,8 +37,7 @@ class TracedGraphs:
     saved: tuple
 
     def __str__(self) -> str:
-        return (f"forward graph\n{self.forward}\n\nbackward graph\n"
-                f"{self.backward}")
+        return f"forward graph\n{self.forward}\n\nbackward graph\n{self.backward}"
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
@@ -47,8 +46,11 @@ class TracedGraphs:
 def _op_name(target) -> str:
     """aten.mv.default -> mv; aten.pow.Tensor_Scalar -> pow."""
     packet = getattr(target, "overloadpacket", None)
-    return packet.__name__ if packet is not None else getattr(
-        target, "__name__", str(target))
+    return (
+        packet.__name__
+        if packet is not None
+        else getattr(target, "__name__", str(target))
+    )
 
 
 def _argument(a) -> str:
@@ -67,11 +69,21 @@ def graph_text(graph_module) -> str:
             lines.append(f"input  {node.name}")
         elif node.op == "call_function":
             args = [_argument(a) for a in node.args]
-            args += [f"{k}={_argument(v)}" for k, v in node.kwargs.items()
-                     if k not in ("pin_memory", "memory_format", "layout",
-                                  "device", "dtype")]
-            lines.append(f"{node.name} = {_op_name(node.target)}"
-                         f"({', '.join(args)})")
+            args += [
+                f"{k}={_argument(v)}"
+                for k, v in node.kwargs.items()
+                if k
+                not in (
+                    "pin_memory",
+                    "memory_format",
+                    "layout",
+                    "device",
+                    "dtype",
+                )
+            ]
+            lines.append(
+                f"{node.name} = {_op_name(node.target)}({', '.join(args)})"
+            )
         elif node.op == "output":
             lines.append(f"return {_argument(node.args[0])}")
     return "\n".join(lines)
@@ -93,21 +105,28 @@ def torch_backward_graphs(f, *inputs) -> TracedGraphs:
         def compiler(gm, example_inputs):
             graphs[kind] = gm
             return make_boxed_func(gm.forward)
+
         return compiler
 
-    args = [torch.as_tensor(x).detach().clone().requires_grad_(True)
-            for x in inputs]
-    out = aot_function(f, fw_compiler=keep("forward"),
-                       bw_compiler=keep("backward"))(*args)
+    args = [
+        torch.as_tensor(x).detach().clone().requires_grad_(True) for x in inputs
+    ]
+    out = aot_function(
+        f, fw_compiler=keep("forward"), bw_compiler=keep("backward")
+    )(*args)
     if out.ndim != 0:
-        raise ValueError(f"torch_backward_graphs: f must return a scalar, got "
-                         f"shape {tuple(out.shape)}")
+        raise ValueError(
+            f"torch_backward_graphs: f must return a scalar, got "
+            f"shape {tuple(out.shape)}"
+        )
     out.backward()
-    backward_inputs = [n.name for n in graphs["backward"].graph.nodes
-                       if n.op == "placeholder"]
+    backward_inputs = [
+        n.name for n in graphs["backward"].graph.nodes if n.op == "placeholder"
+    ]
     saved = tuple(n for n in backward_inputs if not n.startswith("tangents"))
-    return TracedGraphs(graph_text(graphs["forward"]),
-                        graph_text(graphs["backward"]), saved)
+    return TracedGraphs(
+        graph_text(graphs["forward"]), graph_text(graphs["backward"]), saved
+    )
 
 
 def inplace_ops(f, *inputs) -> list[str]:
@@ -122,9 +141,13 @@ def inplace_ops(f, *inputs) -> list[str]:
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            written = [a for a in func._schema.arguments
-                       if a.alias_info is not None and a.alias_info.is_write
-                       and not a.kwarg_only]
+            written = [
+                a
+                for a in func._schema.arguments
+                if a.alias_info is not None
+                and a.alias_info.is_write
+                and not a.kwarg_only
+            ]
             if written:
                 found.append(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))

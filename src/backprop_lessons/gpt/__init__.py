@@ -6,14 +6,33 @@
     checks      each layer's backward vs centered differences (a CheckTable)
     reference   the PyTorch twin (the only module here that imports torch)
     train       AdamW, seeded batches, the training loop, sampling
-    corpus      the character-level text shipped with the package
     scalar_gpt  the same model built from scalar Values (microgpt style)
+    micro       microgpt's model as NumPy forward/backward pairs
 
-Import `reference` explicitly when you want PyTorch: `from backprop_lessons.gpt import reference`.
+The text it trains on is in `backprop_lessons.data.corpus`.
+
+Import `reference` explicitly when you want PyTorch:
+`from backprop_lessons.gpt import reference`.
 """
 
-from .model import (PARAMETER_TABLE, GPTConfig, check_params, gpt_backward, gpt_forward,
-                    init_params, num_parameters, parameter_shapes)
+from .model import (
+    PARAMETER_TABLE,
+    GPTConfig,
+    check_params,
+    gpt_backward,
+    gpt_forward,
+    init_params,
+    num_parameters,
+    parameter_shapes,
+)
 
-__all__ = ["GPTConfig", "PARAMETER_TABLE", "parameter_shapes", "init_params", "num_parameters",
-           "check_params", "gpt_forward", "gpt_backward"]
+__all__ = [
+    "GPTConfig",
+    "PARAMETER_TABLE",
+    "parameter_shapes",
+    "init_params",
+    "num_parameters",
+    "check_params",
+    "gpt_forward",
+    "gpt_backward",
+]

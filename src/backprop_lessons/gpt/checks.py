@@ -23,28 +23,37 @@ __all__ = ["LAYER_NAMES", "check_layer", "check_all_layers"]
 # Each spec: the float inputs (name -> array), a forward taking those arrays and
 # returning (out, cache), and a backward that adds into buffers (name -> array).
 
+
 def _layer_spec(name: str, rng: np.random.Generator):
     B, T, C, V, NH = 2, 3, 4, 5, 2
     r = rng.standard_normal
     if name == "encoder":
-        idx = np.array([[0, 3, 3], [4, 0, 1]])  # token 3 twice and token 0 twice: scatter-add
+        idx = np.array(
+            [[0, 3, 3], [4, 0, 1]]
+        )  # token 3 twice and token 0 twice: scatter-add
         arrays = {"wte": r((V, C)), "wpe": r((T + 1, C))}
         fwd = lambda a: layers.encoder_forward(a["wte"], a["wpe"], idx)
-        bwd = lambda g, dout, cache: layers.encoder_backward(g["wte"], g["wpe"], dout, cache)
+        bwd = lambda g, dout, cache: layers.encoder_backward(
+            g["wte"], g["wpe"], dout, cache
+        )
     elif name == "layernorm":
         arrays = {"inp": r((B, T, C)), "weight": r(C), "bias": r(C)}
         fwd = lambda a: layers.layernorm_forward(a["inp"], a["weight"], a["bias"])
-        bwd = lambda g, dout, cache: layers.layernorm_backward(g["inp"], g["weight"], g["bias"],
-                                                               dout, cache)
+        bwd = lambda g, dout, cache: layers.layernorm_backward(
+            g["inp"], g["weight"], g["bias"], dout, cache
+        )
     elif name == "matmul":
         arrays = {"inp": r((B, T, C)), "weight": r((3, C)), "bias": r(3)}
         fwd = lambda a: layers.matmul_forward(a["inp"], a["weight"], a["bias"])
-        bwd = lambda g, dout, cache: layers.matmul_backward(g["inp"], g["weight"], g["bias"],
-                                                            dout, cache)
+        bwd = lambda g, dout, cache: layers.matmul_backward(
+            g["inp"], g["weight"], g["bias"], dout, cache
+        )
     elif name == "attention":
         arrays = {"inp": r((B, T, 3 * C))}
         fwd = lambda a: layers.attention_forward(a["inp"], NH)
-        bwd = lambda g, dout, cache: layers.attention_backward(g["inp"], dout, cache)
+        bwd = lambda g, dout, cache: layers.attention_backward(
+            g["inp"], dout, cache
+        )
     elif name == "gelu":
         arrays = {"inp": 2 * r((B, T, C))}
         fwd = lambda a: layers.gelu_forward(a["inp"])
@@ -52,24 +61,37 @@ def _layer_spec(name: str, rng: np.random.Generator):
     elif name == "residual":
         arrays = {"inp1": r((B, T, C)), "inp2": r((B, T, C))}
         fwd = lambda a: layers.residual_forward(a["inp1"], a["inp2"])
-        bwd = lambda g, dout, cache: layers.residual_backward(g["inp1"], g["inp2"], dout, cache)
+        bwd = lambda g, dout, cache: layers.residual_backward(
+            g["inp1"], g["inp2"], dout, cache
+        )
     elif name == "crossentropy_softmax":
         targets = np.array([[1, 4, 4], [0, 2, 1]])
         arrays = {"logits": r((B, T, V))}
         fwd = lambda a: layers.crossentropy_softmax_forward(a["logits"], targets)
-        bwd = lambda g, dout, cache: layers.crossentropy_softmax_backward(g["logits"], float(dout),
-                                                                          cache)
+        bwd = lambda g, dout, cache: layers.crossentropy_softmax_backward(
+            g["logits"], float(dout), cache
+        )
     else:
-        raise ValueError(f"check_layer: unknown layer {name!r}; expected one of {LAYER_NAMES}")
+        raise ValueError(
+            f"check_layer: unknown layer {name!r}; expected one of {LAYER_NAMES}"
+        )
     return arrays, fwd, bwd
 
 
-LAYER_NAMES = ("encoder", "layernorm", "matmul", "attention", "gelu", "residual",
-               "crossentropy_softmax")
+LAYER_NAMES = (
+    "encoder",
+    "layernorm",
+    "matmul",
+    "attention",
+    "gelu",
+    "residual",
+    "crossentropy_softmax",
+)
 
 
-def check_layer(name: str, seed: int = 0, eps: float = 1e-6, tol: float = 1e-7,
-                backward=None) -> list[CheckRow]:
+def check_layer(
+    name: str, seed: int = 0, eps: float = 1e-6, tol: float = 1e-7, backward=None
+) -> list[CheckRow]:
     """Compare one layer's backward with centered differences, in float64.
 
     Returns one row per float input, named "layer: d<input>".  `backward`
@@ -87,13 +109,17 @@ def check_layer(name: str, seed: int = 0, eps: float = 1e-6, tol: float = 1e-7,
     def loss(_) -> float:  # reads `arrays`, one of which is being moved
         return float(np.sum(fwd(arrays)[0] * dout))
 
-    return [compare_arrays(f"{name}: d{k}", analytic[k],
-                           numerical_gradient(loss, a, eps), tol)
-            for k, a in arrays.items()]
+    return [
+        compare_arrays(
+            f"{name}: d{k}", analytic[k], numerical_gradient(loss, a, eps), tol
+        )
+        for k, a in arrays.items()
+    ]
 
 
-def check_all_layers(seed: int = 0, eps: float = 1e-6,
-                     tol: float = 1e-7) -> CheckTable:
+def check_all_layers(
+    seed: int = 0, eps: float = 1e-6, tol: float = 1e-7
+) -> CheckTable:
     """Every layer's backward against centered differences (float64), one table."""
     table = CheckTable("each layer's backward vs centered differences (float64)")
     for name in LAYER_NAMES:

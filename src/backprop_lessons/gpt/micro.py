@@ -32,34 +32,55 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from ..gradcheck import relative_error
-from ..microgpt import (MicroGPT, MicroGPTConfig, NameVocab, paused_gc,
-                        train_order)
+from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
 from ..scalar import zero_grad
-from .layers import (attention_backward, attention_forward,
-                     crossentropy_softmax_backward, crossentropy_softmax_forward,
-                     encoder_backward, encoder_forward, matmul_backward,
-                     matmul_forward, residual_backward, residual_forward,
-                     rmsnorm_backward, rmsnorm_forward)
+from .layers import (
+    attention_backward,
+    attention_forward,
+    crossentropy_softmax_backward,
+    crossentropy_softmax_forward,
+    encoder_backward,
+    encoder_forward,
+    matmul_backward,
+    matmul_forward,
+    residual_backward,
+    residual_forward,
+    rmsnorm_backward,
+    rmsnorm_forward,
+)
 
-__all__ = ["params_from_model", "relu_forward", "relu_backward",
-           "micro_forward", "micro_backward", "Adam", "train", "sample",
-           "GradientComparison", "compare_with_scalar", "SpeedComparison",
-           "time_scalar_vs_numpy"]
+__all__ = [
+    "params_from_model",
+    "relu_forward",
+    "relu_backward",
+    "micro_forward",
+    "micro_backward",
+    "Adam",
+    "train",
+    "sample",
+    "GradientComparison",
+    "compare_with_scalar",
+    "SpeedComparison",
+    "time_scalar_vs_numpy",
+]
 
 
 def params_from_model(model: MicroGPT) -> dict[str, np.ndarray]:
     """The scalar model's current parameters as float64 arrays (copies)."""
-    return {name: np.array(m, dtype=np.float64)
-            for name, m in model.float_state().items()}
+    return {
+        name: np.array(m, dtype=np.float64)
+        for name, m in model.float_state().items()
+    }
 
 
 # ---- relu: the layer GPT-2 does not have -------------------------------------
+
 
 def relu_forward(inp):
     """out = max(x, 0).  inp (B, T, 4C) -> out (B, T, 4C); cache: inp."""
@@ -74,18 +95,25 @@ def relu_backward(dinp, dout, cache):
 
 # ---- the model ---------------------------------------------------------------
 
+
 def _check_tokens(tokens, config: MicroGPTConfig):
     """(1, T) inputs and (1, T) targets from T + 1 token ids."""
     a = np.asarray(tokens)
     if a.ndim != 1 or a.dtype.kind not in "iu":
-        raise ValueError(f"micro_forward: tokens must be a 1-d sequence of "
-                         f"integer ids, got shape {a.shape} dtype {a.dtype}")
+        raise ValueError(
+            f"micro_forward: tokens must be a 1-d sequence of "
+            f"integer ids, got shape {a.shape} dtype {a.dtype}"
+        )
     if not 2 <= len(a) <= config.block_size + 1:
-        raise ValueError(f"micro_forward: need 2 to block_size + 1 = "
-                         f"{config.block_size + 1} tokens, got {len(a)}")
+        raise ValueError(
+            f"micro_forward: need 2 to block_size + 1 = "
+            f"{config.block_size + 1} tokens, got {len(a)}"
+        )
     if a.min() < 0 or a.max() >= config.vocab_size:
-        raise ValueError(f"micro_forward: token ids must be in [0, "
-                         f"{config.vocab_size}), got {a.min()} to {a.max()}")
+        raise ValueError(
+            f"micro_forward: token ids must be in [0, "
+            f"{config.vocab_size}), got {a.min()} to {a.max()}"
+        )
     a = a.astype(np.int64)
     return a[None, :-1], a[None, 1:]
 
@@ -99,24 +127,29 @@ def micro_forward(params, config: MicroGPTConfig, tokens):
     the cache for `micro_backward`.  Each line is one layer of
     `backprop_lessons.microgpt.forward_token`, for all T positions at once.
     """
-    idx, targets = _check_tokens(tokens, config)                # (1, T) each
+    idx, targets = _check_tokens(tokens, config)  # (1, T) each
     p, NH, cache = params, config.n_head, {"blocks": []}
     x, cache["encoder"] = encoder_forward(p["wte"], p["wpe"], idx)  # (1, T, C)
-    x, cache["ln0"] = rmsnorm_forward(x)                           # (1, T, C)
+    x, cache["ln0"] = rmsnorm_forward(x)  # (1, T, C)
     for l in range(config.n_layer):
         c = {}
-        h, c["ln1"] = rmsnorm_forward(x)                           # (1, T, C)
-        wqkv = np.concatenate([_layer(p, l, "attn_wq"), _layer(p, l, "attn_wk"),
-                               _layer(p, l, "attn_wv")])           # (3C, C)
-        qkv, c["qkv"] = matmul_forward(h, wqkv, None)              # (1, T, 3C)
-        y, c["att"] = attention_forward(qkv, NH)                   # (1, T, C)
+        h, c["ln1"] = rmsnorm_forward(x)  # (1, T, C)
+        wqkv = np.concatenate(
+            [
+                _layer(p, l, "attn_wq"),
+                _layer(p, l, "attn_wk"),
+                _layer(p, l, "attn_wv"),
+            ]
+        )  # (3C, C)
+        qkv, c["qkv"] = matmul_forward(h, wqkv, None)  # (1, T, 3C)
+        y, c["att"] = attention_forward(qkv, NH)  # (1, T, C)
         o, c["wo"] = matmul_forward(y, _layer(p, l, "attn_wo"), None)
-        x, _ = residual_forward(x, o)                              # (1, T, C)
-        h, c["ln2"] = rmsnorm_forward(x)                           # (1, T, C)
+        x, _ = residual_forward(x, o)  # (1, T, C)
+        h, c["ln2"] = rmsnorm_forward(x)  # (1, T, C)
         f, c["fc1"] = matmul_forward(h, _layer(p, l, "mlp_fc1"), None)
-        f, c["relu"] = relu_forward(f)                             # (1, T, 4C)
+        f, c["relu"] = relu_forward(f)  # (1, T, 4C)
         m, c["fc2"] = matmul_forward(f, _layer(p, l, "mlp_fc2"), None)
-        x, _ = residual_forward(x, m)                              # (1, T, C)
+        x, _ = residual_forward(x, m)  # (1, T, C)
         cache["blocks"].append(c)
     logits, cache["lm_head"] = matmul_forward(x, p["lm_head"], None)  # (1, T, V)
     loss, cache["loss"] = crossentropy_softmax_forward(logits, targets)
@@ -130,7 +163,7 @@ def micro_backward(params, config: MicroGPTConfig, cache) -> dict:
     buffers (the residual stream's gradient dx collects both branches)."""
     grads = {name: np.zeros_like(a) for name, a in params.items()}
     T, C = cache["logits"].shape[1], config.n_embd
-    zeros = lambda n: np.zeros((1, T, n))                          # (1, T, n)
+    zeros = lambda n: np.zeros((1, T, n))  # (1, T, n)
     dlogits = zeros(config.vocab_size)
     crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
     dx = zeros(C)
@@ -138,20 +171,20 @@ def micro_backward(params, config: MicroGPTConfig, cache) -> dict:
     for l in reversed(range(config.n_layer)):
         c, g = cache["blocks"][l], lambda name: grads[f"layer{l}.{name}"]
         dx_mid, dm, df, dh = zeros(C), zeros(C), zeros(4 * C), zeros(C)
-        residual_backward(dx_mid, dm, dx)         # x_out = x_mid + mlp(x_mid)
+        residual_backward(dx_mid, dm, dx)  # x_out = x_mid + mlp(x_mid)
         dr = zeros(4 * C)
         matmul_backward(dr, g("mlp_fc2"), None, dm, c["fc2"])
         relu_backward(df, dr, c["relu"])
         matmul_backward(dh, g("mlp_fc1"), None, df, c["fc1"])
         rmsnorm_backward(dx_mid, None, dh, c["ln2"])
         dx_in, do, dy = zeros(C), zeros(C), zeros(C)
-        residual_backward(dx_in, do, dx_mid)      # x_mid = x_in + attn(x_in)
+        residual_backward(dx_in, do, dx_mid)  # x_mid = x_in + attn(x_in)
         matmul_backward(dy, g("attn_wo"), None, do, c["wo"])
         dqkv, dwqkv, dh = zeros(3 * C), np.zeros((3 * C, C)), zeros(C)
         attention_backward(dqkv, dy, c["att"])
         matmul_backward(dh, dwqkv, None, dqkv, c["qkv"])
         for i, name in enumerate(("attn_wq", "attn_wk", "attn_wv")):
-            g(name)[...] += dwqkv[i * C:(i + 1) * C]              # (C, C)
+            g(name)[...] += dwqkv[i * C : (i + 1) * C]  # (C, C)
         rmsnorm_backward(dx_in, None, dh, c["ln1"])
         dx = dx_in
     demb = zeros(C)
@@ -161,6 +194,7 @@ def micro_backward(params, config: MicroGPTConfig, cache) -> dict:
 
 
 # ---- training and sampling ---------------------------------------------------
+
 
 class Adam:
     """microgpt.Adam on arrays: the same update in the same order of
@@ -174,7 +208,7 @@ class Adam:
         """Update every array of `params` in place from `grads`."""
         self.t += 1
         lr = self.lr if lr is None else lr
-        c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
+        c1, c2 = 1.0 - self.b1**self.t, 1.0 - self.b2**self.t
         for name, p in params.items():
             g = grads[name]
             m = self.m.setdefault(name, np.zeros_like(p))
@@ -184,26 +218,41 @@ class Adam:
             p -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
 
 
-def train(params: dict, config: MicroGPTConfig, vocab: NameVocab,
-          names: Sequence[str], steps: int, lr: float = 0.01,
-          betas=(0.85, 0.99), seed: int = 0,
-          optimizer: Adam | None = None) -> list[float]:
+def train(
+    params: dict,
+    config: MicroGPTConfig,
+    vocab: NameVocab,
+    names: Sequence[str],
+    steps: int,
+    lr: float = 0.01,
+    betas=(0.85, 0.99),
+    seed: int = 0,
+    optimizer: Adam | None = None,
+) -> list[float]:
     """microgpt.train on arrays: the same names in the same order, the same
     decaying rate, updating `params` in place; returns every step's loss."""
     opt = optimizer or Adam(lr, betas)
     order = train_order(names, seed)
     losses = []
     for i in range(steps):
-        loss, cache = micro_forward(params, config,
-                                    vocab.encode(order[i % len(order)]))
-        opt.step(params, micro_backward(params, config, cache),
-                 lr * (1.0 - i / steps))
+        loss, cache = micro_forward(
+            params, config, vocab.encode(order[i % len(order)])
+        )
+        opt.step(
+            params, micro_backward(params, config, cache), lr * (1.0 - i / steps)
+        )
         losses.append(loss)
     return losses
 
 
-def sample(params: dict, config: MicroGPTConfig, vocab: NameVocab,
-           n: int = 10, temperature: float = 0.5, seed: int = 0) -> list[str]:
+def sample(
+    params: dict,
+    config: MicroGPTConfig,
+    vocab: NameVocab,
+    n: int = 10,
+    temperature: float = 0.5,
+    seed: int = 0,
+) -> list[str]:
     """MicroGPT.sample on arrays: the same draws from the same generator."""
     if not temperature > 0:
         raise ValueError(f"sample: temperature must be > 0, got {temperature!r}")
@@ -213,7 +262,7 @@ def sample(params: dict, config: MicroGPTConfig, vocab: NameVocab,
         while len(ids) <= config.block_size:
             # the logits of the last position; a dummy target makes T + 1 ids
             _, cache = micro_forward(params, config, ids + [vocab.bos])
-            z = cache["logits"][0, -1] / temperature               # (V,)
+            z = cache["logits"][0, -1] / temperature  # (V,)
             probs = np.exp(z - z.max())
             token = rng.choices(range(len(z)), weights=probs.tolist())[0]
             if token == vocab.bos:
@@ -224,6 +273,7 @@ def sample(params: dict, config: MicroGPTConfig, vocab: NameVocab,
 
 
 # ---- the checks the chapter prints -------------------------------------------
+
 
 @dataclass(frozen=True)
 class GradientComparison:
@@ -238,8 +288,9 @@ class GradientComparison:
         return all(err < self.tol for _, _, err in self.rows)
 
     def __str__(self) -> str:
-        lines = [f"{'gradient':<16} {'shape':>9} {'rel err':>9}  "
-                 f"(tol {self.tol:.0e})"]
+        lines = [
+            f"{'gradient':<16} {'shape':>9} {'rel err':>9}  (tol {self.tol:.0e})"
+        ]
         for name, shape, err in self.rows:
             shown = f"< {self.tol:.0e}" if err < self.tol else f"{err:.1e}"
             verdict = "PASS" if err < self.tol else "FAIL"
@@ -250,8 +301,9 @@ class GradientComparison:
         p.text(str(self))
 
 
-def compare_with_scalar(model: MicroGPT, name: str,
-                        tol: float = 1e-12) -> GradientComparison:
+def compare_with_scalar(
+    model: MicroGPT, name: str, tol: float = 1e-12
+) -> GradientComparison:
     """Backward of `name` on both engines, from the model's current weights."""
     zero_grad(model.params)
     scalar_loss = model.loss(name)
@@ -278,28 +330,32 @@ class SpeedComparison:
         return self.scalar / self.numpy
 
 
-def time_scalar_vs_numpy(model: MicroGPT, name: str, repeats: int = 5,
-                         numpy_runs: int = 20) -> SpeedComparison:
+def time_scalar_vs_numpy(
+    model: MicroGPT, name: str, repeats: int = 5, numpy_runs: int = 20
+) -> SpeedComparison:
     """Validate (gradients equal to 1e-12), then time both engines in turns:
     one scalar step, then the best of `numpy_runs` NumPy steps, `repeats`
     times; the fastest of each side is kept.  The cyclic garbage collector
     is paused, as `microgpt.train` runs (see `microgpt.paused_gc`)."""
     check = compare_with_scalar(model, name)
     if not check.passed:
-        raise RuntimeError(f"time_scalar_vs_numpy: the two engines disagree, "
-                           f"nothing timed\n{check}")
+        raise RuntimeError(
+            f"time_scalar_vs_numpy: the two engines disagree, "
+            f"nothing timed\n{check}"
+        )
     params, tokens = params_from_model(model), model.encode(name)
     best_scalar = best_numpy = math.inf
     with paused_gc():
         for _ in range(repeats):
-            best_scalar, best_numpy = _time_turn(model, name, params, tokens,
-                                                 numpy_runs, best_scalar,
-                                                 best_numpy)
+            best_scalar, best_numpy = _time_turn(
+                model, name, params, tokens, numpy_runs, best_scalar, best_numpy
+            )
     return SpeedComparison(best_scalar, best_numpy)
 
 
-def _time_turn(model, name, params, tokens, numpy_runs, best_scalar,
-               best_numpy) -> tuple[float, float]:
+def _time_turn(
+    model, name, params, tokens, numpy_runs, best_scalar, best_numpy
+) -> tuple[float, float]:
     """One scalar step, then `numpy_runs` NumPy steps; the minima so far."""
     zero_grad(model.params)
     t0 = time.perf_counter()

@@ -1,4 +1,5 @@
-"""The character-level corpus shipped with the package, and a character vocabulary.
+"""The character-level corpus shipped with the package, and a character
+vocabulary.
 
 `load_corpus()` reads `backprop_lessons/data/verses.txt` through
 importlib.resources (no repository files, no downloads): about 235,000
@@ -21,11 +22,16 @@ CORPUS_NAME = "verses.txt"
 
 def load_corpus() -> str:
     """The shipped text (lower case letters, space, comma, period, newline)."""
-    return resources.files("backprop_lessons.data").joinpath(CORPUS_NAME).read_text(encoding="ascii")
+    return (
+        resources.files("backprop_lessons.data")
+        .joinpath(CORPUS_NAME)
+        .read_text(encoding="ascii")
+    )
 
 
 class CharVocab:
-    """Characters <-> token ids: one id per distinct character, in sorted order."""
+    """Characters <-> token ids: one id per distinct character, in sorted
+    order."""
 
     def __init__(self, text: str):
         self.chars = sorted(set(text))
@@ -38,10 +44,13 @@ class CharVocab:
         return f"CharVocab({len(self)} characters: {''.join(self.chars)!r})"
 
     def encode(self, text: str) -> np.ndarray:
-        """Token ids (int64) of `text`; a character outside the vocabulary is an error."""
+        """Token ids (int64) of `text`; a character outside the vocabulary is
+        an error."""
         missing = sorted(set(text) - set(self.stoi))
         if missing:
-            raise ValueError(f"CharVocab.encode: characters not in the vocabulary: {missing}")
+            raise ValueError(
+                f"CharVocab.encode: characters not in the vocabulary: {missing}"
+            )
         return np.array([self.stoi[ch] for ch in text], dtype=np.int64)
 
     def decode(self, ids) -> str:

@@ -1,0 +1,110 @@
+"""Small helpers that several modules share: stable array math, size checks,
+number formatting.
+
+Array functions (NumPy; shape legend: `(...)` any shape, `(..., K)` K
+classes along `axis`), each computed so that `exp` never overflows:
+
+    sigmoid(z)                1 / (1 + e^-z), elementwise
+    softmax(z, axis=-1)       e^z / sum(e^z)
+    log_softmax(z, axis=-1)   z - log(sum(e^z))
+    one_hot(y, K)             integer labels (B,) -> rows (B, K) of 0s and a 1
+
+They are the forward formulas of the Tensor engine (`tensor.py`), the
+hand-written MLPs (`mlp3.py`, `deep_mlp.py`) and GPT sampling
+(`gpt/train.py`), written once.  The scalar engine keeps its own
+`float_sigmoid` on Python floats: a NumPy call per number would cost more
+than the arithmetic.
+
+Checks and formatting:
+
+    positive_int(op, name, value)   the size check of every constructor
+    non_negative(op, name, value)   a number >= 0 (noise levels)
+    format_fixed(x, digits)         fixed-point text without "-0.0000"
+
+What this is not: a place for anything with a backward.  A function here is
+plain forward arithmetic; the backward rules stay next to their forward in
+the engines.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "sigmoid",
+    "softmax",
+    "log_softmax",
+    "one_hot",
+    "positive_int",
+    "non_negative",
+    "format_fixed",
+]
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)) without overflow: exp is only ever taken of -|z| <= 0."""
+    e = np.exp(-np.abs(z))  # (...) in (0, 1]
+    return np.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
+
+
+def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """exp(z) / sum(exp(z)) along `axis`; exp never sees a positive number."""
+    e = np.exp(z - z.max(axis=axis, keepdims=True))  # (..., K) in (0, 1]
+    return e / e.sum(axis=axis, keepdims=True)  # (..., K) sums to 1 along axis
+
+
+def log_softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """z - log(sum(exp(z))) along `axis`, with the maximum subtracted first."""
+    shifted = z - z.max(axis=axis, keepdims=True)  # (..., K) the max is now 0
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def one_hot(y, K: int, dtype=np.float64) -> np.ndarray:
+    """Integer labels (B,) in [0, K) -> one-hot rows (B, K)."""
+    y = np.asarray(y)
+    if y.ndim != 1 or (y.size and y.dtype.kind not in "iu"):
+        raise ValueError(
+            "one_hot: labels must be a 1-D array of integers, "
+            f"got shape {y.shape} and dtype {y.dtype}"
+        )
+    if y.size and (y.min() < 0 or y.max() >= K):
+        raise ValueError(
+            f"one_hot: labels must lie in [0, {K}), "
+            f"got values from {y.min()} to {y.max()}"
+        )
+    Y = np.zeros((y.shape[0], K), dtype=dtype)  # (B, K)
+    Y[np.arange(y.shape[0]), y] = 1
+    return Y
+
+
+def positive_int(op: str, name: str, value, minimum: int = 1) -> int:
+    """`value` as an int if it is a whole number >= `minimum`, else a ValueError.
+
+    Accepts Python and NumPy integers (`np.int64(2)` is a size, as when it
+    comes from an array's shape); rejects bools (Python counts True as an
+    int, but `True` layers is a bug) and floats, even whole ones.
+    """
+    # numbers.Integral holds int and NumPy's integer types, and also bool
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if integral and value >= minimum:
+        return int(value)
+    what = "a positive int" if minimum == 1 else f"an int of at least {minimum}"
+    raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+
+
+def non_negative(op: str, name: str, value) -> float:
+    """`value` as a float if it is a real number >= 0 (not a bool), else a
+    ValueError naming `op` and `name`."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if real and value >= 0:
+        return float(value)
+    raise ValueError(f"{op}: {name} must be a number >= 0, got {value!r}")
+
+
+def format_fixed(x: float, digits: int) -> str:
+    """`x` with `digits` decimals; a value that rounds to zero prints without
+    its sign ("0.0000", never "-0.0000", which would look like information)."""
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
