@@ -48,13 +48,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+#: base URL -> the directory it serves
+SERVED: dict[str, Path] = {}
+
+
 @functools.lru_cache(maxsize=None)
 def _serve(directory: str) -> str:
     """Serve `directory` on 127.0.0.1 from a daemon thread; its base URL."""
     handler = functools.partial(_QuietHandler, directory=directory)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/"
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    SERVED[url] = Path(directory)
+    return url
 
 
 @pytest.fixture(scope="session")
