@@ -82,10 +82,11 @@ def demo_book(tmp_path_factory) -> str:
     shutil.copy(DEMO_SOURCE / "_toc.yml", src / "_toc.yml")
     for part in ("_ext", "_static"):
         shutil.copytree(ROOT / "book" / part, src / "book" / part)
+    (src / "notebooks").mkdir()
     nb = nbformat.read(DEMO_SOURCE / "conventions.ipynb", as_version=4)
     NotebookClient(nb, kernel_name="python3", timeout=120,
-                   resources={"metadata": {"path": str(src)}}).execute()
-    nbformat.write(nb, src / "conventions.ipynb")
+                   resources={"metadata": {"path": str(src / "notebooks")}}).execute()
+    nbformat.write(nb, src / "notebooks" / "conventions.ipynb")
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     build = subprocess.run([str(jupyter_book), "build", str(src), "-W", "-n", "--keep-going"],
                            capture_output=True, text=True)
@@ -144,6 +145,7 @@ class BookPage:
 
 
 VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
+DEMO = "notebooks/conventions.html"  # the page of the demo book
 
 
 def _open(browser, base: str, contexts: list):
@@ -192,7 +194,7 @@ def book_page(browser, book_url):
 
 @pytest.fixture
 def demo_page(browser, demo_book):
-    """`demo_page("conventions.html")` -> BookPage of the conventions book."""
+    """`demo_page(DEMO)` -> BookPage of the conventions book."""
     contexts = []
     yield _open(browser, demo_book, contexts)
     for c in contexts:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from .conftest import DEMO
 from .pages import PAGES
 
 pytestmark = pytest.mark.browser
@@ -55,7 +56,7 @@ def test_page_has_no_serious_accessibility_violations(book_page, page, mode):
 @pytest.mark.parametrize("mode", ["light", "dark"])
 def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
     """Self-checks (with a verdict showing) and a hidden solution, both modes."""
-    p = demo_page("conventions.html", mode=mode)
+    p = demo_page(DEMO, mode=mode)
     p.wait_for_widgets()
     number = p.page.locator(".bl-check").first
     number.locator("input").fill("5")

@@ -15,6 +15,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from .conftest import DEMO
 from .pages import chapter_params
 
 pytestmark = pytest.mark.browser
@@ -76,7 +77,7 @@ def _check_page(p, name: str) -> None:
 
 
 def test_demo_exercise_is_hidden_until_clicked(demo_page):
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     _check_page(p, "demo")
     p.page.locator(SOLUTION_CELLS).first.screenshot(
         path=str(p.screenshot("demo_exercise_open", full_page=False)))
@@ -84,7 +85,7 @@ def test_demo_exercise_is_hidden_until_clicked(demo_page):
 
 
 def test_demo_solution_summary_is_a_keyboard_control(demo_page):
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     summary = p.page.locator(f"{SOLUTION_CELLS} details > summary").first
     summary.focus()
     p.page.keyboard.press("Enter")

@@ -25,7 +25,7 @@ from playwright.sync_api import expect
 
 from backprop_lessons.viz import plots
 
-from .conftest import HTML, PHONE, SERVED
+from .conftest import DEMO, HTML, PHONE, SERVED
 from .pages import PAGES, chapter_params
 
 pytestmark = pytest.mark.browser
@@ -88,7 +88,7 @@ def test_figure_text_is_at_least_11_px_at_1280(book_page, page):
 
 
 def test_demo_figures_are_legible(demo_page, demo_book):
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     root = SERVED[demo_book]
     images = _images(p, root)
     kinds = sorted(name.rsplit(".", 1)[1] for name, _, _ in images)
@@ -102,7 +102,7 @@ def test_demo_figures_are_legible(demo_page, demo_book):
 
 def test_demo_graph_scrolls_on_a_phone(demo_page, demo_book):
     """At 390 px a graph drawing keeps its natural size; its box scrolls and takes focus."""
-    p = demo_page("conventions.html", **PHONE)
+    p = demo_page(DEMO, **PHONE)
     graph = p.page.locator("article .cell_output img[src$='.svg']")
     expect(graph).to_have_count(1)
     natural, shown = graph.evaluate("el => [el.naturalWidth, el.getBoundingClientRect().width]")

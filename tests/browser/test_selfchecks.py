@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from backprop_lessons.widgets import ChoiceCheck, NumberCheck
 from backprop_lessons.widgets.selfcheck import SelfCheck
 
-from .conftest import VIEW
+from .conftest import DEMO, VIEW
 from .pages import chapter_params
 
 pytestmark = pytest.mark.browser
@@ -80,7 +80,7 @@ def _selfchecks(p) -> tuple[list[dict], object]:
 
 
 def test_demo_selfchecks_respond_without_a_kernel(demo_page):
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     states, checks = _selfchecks(p)
     assert [s["kind"] for s in states] == ["number", "choice"]
     for k, state in enumerate(states):
@@ -92,7 +92,7 @@ def test_demo_selfchecks_respond_without_a_kernel(demo_page):
 
 def test_demo_selfcheck_sign_hint_and_reveal(demo_page):
     """A right size with the wrong sign gets its own verdict; the answer can be shown."""
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     states, checks = _selfchecks(p)
     number = checks.nth(0)
     field = number.locator("input.bl-check-input")
@@ -113,7 +113,7 @@ def test_demo_selfcheck_sign_hint_and_reveal(demo_page):
 @pytest.mark.parametrize("mode", ["light", "dark"])
 def test_demo_selfchecks_in_both_colour_modes(demo_page, mode):
     """The card follows the page: dark text on light, light text on dark."""
-    p = demo_page("conventions.html", mode=mode)
+    p = demo_page(DEMO, mode=mode)
     _selfchecks(p)
     colours = p.page.evaluate("""() => {
         const card = getComputedStyle(document.querySelector('.bl-check'));
@@ -164,7 +164,7 @@ CHOICE_CASES = [
 
 def test_browser_judge_agrees_with_python_check(demo_page):
     """selfcheck.js's `judge` and SelfCheck.check give the same verdict to every answer."""
-    p = demo_page("conventions.html")
+    p = demo_page(DEMO)
     cases = [(w.get_state(), inputs, [tuple(w.check(x)) for x in inputs])
              for w, inputs in NUMBER_CASES + CHOICE_CASES]
     browser_verdicts = p.page.evaluate(
