@@ -52,7 +52,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 SERVED: dict[str, Path] = {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _serve(directory: str) -> str:
     """Serve `directory` on 127.0.0.1 from a daemon thread; its base URL."""
     handler = functools.partial(_QuietHandler, directory=directory)

@@ -7,12 +7,11 @@ conftest.py), so passing tests prove the book works with no network.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import HTML, ROOT, VIEW
+from .conftest import HTML, ROOT
 from .pages import CHAPTERS, PAGES, chapter_params
 
 pytestmark = pytest.mark.browser

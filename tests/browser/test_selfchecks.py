@@ -177,8 +177,8 @@ def test_browser_judge_agrees_with_python_check(demo_page):
             }));
         }""",
         [SelfCheck._esm, [[_jsonable(state), inputs] for state, inputs, _ in cases]])
-    for (state, inputs, python), browser in zip(cases, browser_verdicts):
-        for x, want, got in zip(inputs, python, browser):
+    for (state, inputs, python), browser in zip(cases, browser_verdicts, strict=True):
+        for x, want, got in zip(inputs, python, browser, strict=True):
             assert tuple(got) == want, f"answer {x!r} to {state['kind']} check: " \
                                        f"browser says {got}, Python says {want}"
 

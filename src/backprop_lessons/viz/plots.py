@@ -35,7 +35,7 @@ import io
 import math
 import struct
 import zlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["COLUMN_INCHES", "PX_PER_INCH", "MIN_FONT_PT", "CLASS_COLORS", "CLASS_FILLS",
            "SERIES_COLORS", "style", "use_style", "figure", "png", "png_text", "min_font_size",
@@ -299,7 +299,7 @@ def ratio_bars(ax, labels: Sequence[str], ratios: Sequence[float], *,
     hi = max(ratios) * 1.7 if max(ratios) > 1 else 1.25
     ax.set_xlim(lo, hi)
     ax.axvline(1, color="black", linewidth=1)
-    for yi, r in zip(y, ratios):
+    for yi, r in zip(y, ratios, strict=True):
         ax.text(r * (1.05 if r >= 1 else 1 / 1.05), yi, value_format.format(r), va="center",
                 ha="left" if r >= 1 else "right", fontsize=9.5)
     decades = [m * 10.0 ** e for e in range(-3, 4) for m in (1, 2, 5)]

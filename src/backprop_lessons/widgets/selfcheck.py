@@ -30,7 +30,8 @@ import math
 import numbers
 import pathlib
 import re
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import anywidget
 import traitlets
