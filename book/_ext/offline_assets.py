@@ -1,4 +1,4 @@
-"""Sphinx extension: make the rendered book self-contained and quiet.
+"""Sphinx extension: make the rendered book self-contained, quiet and up to date.
 
 Copies anywidget's front-end bundle from the installed Python package into
 `_static/vendor/anywidget/index.js`, where `vendor/widgets-config.js` points
@@ -41,7 +41,28 @@ def _drop_thebe(app: Sphinx, pagename, templatename, context, doctree) -> None:
     ]
 
 
+def _refresh_static_files(app: Sphinx) -> None:
+    """Bring outdated copies of the book's static files in the output up to date.
+
+    Sphinx copies static files only while it writes pages, and an
+    incremental build (`make book`) writes no page when only a static file
+    changed, so an edited book.css or book.js would not reach the book.
+    """
+    if app.builder.format != "html":
+        return
+    target_root = Path(app.outdir) / "_static"
+    for entry in app.config.html_static_path:
+        source_root = Path(app.confdir) / entry
+        for source in source_root.rglob("*"):
+            target = target_root / source.relative_to(source_root)
+            if source.is_file() and (not target.is_file()
+                                     or target.read_bytes() != source.read_bytes()):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", _refresh_static_files)
     app.connect("build-finished", _copy_anywidget)
     app.connect("html-page-context", _drop_thebe)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

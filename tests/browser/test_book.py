@@ -7,37 +7,16 @@ conftest.py), so passing tests prove the book works with no network.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
 from .conftest import HTML, ROOT
+from .pages import CHAPTERS, PAGES, chapter_params
 
 pytestmark = pytest.mark.browser
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-
-
-def _toc_files(node) -> list[str]:
-    """Every page named in _toc.yml, in reading order."""
-    found = []
-    if isinstance(node, dict):
-        for key in ("root", "file"):
-            if key in node:
-                found.append(node[key])
-        for value in node.values():
-            if isinstance(value, (list, dict)):
-                found += _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            found += _toc_files(item)
-    return found
-
-
-PAGES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
-CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
-VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
 
 
 def test_landing_page(book_page):
@@ -53,15 +32,10 @@ def test_every_page_renders_offline(book_page, page):
     p = book_page(page + ".html")
     pg = p.page
     assert pg.locator("article h1").count() == 1, f"{page}: expected one title"
-    if pg.locator("article .math").count():
-        pg.wait_for_selector("article mjx-container svg", timeout=20000)
-        left = pg.locator("article .math:not(:has(mjx-container))").count()
-        assert left == 0, f"{page}: {left} formulas not typeset by MathJax"
-    views = pg.locator(VIEW).count()
+    p.wait_for_math()  # fails with a timeout if a formula stays untypeset
+    views = p.wait_for_widgets()
     if views:
         # Each widget view renders once, into the output that holds its state.
-        pg.wait_for_function(
-            f"document.querySelectorAll('.widget-subarea > *').length >= {views}", timeout=20000)
         assert pg.locator(".widget-subarea > *").count() == views, f"{page}: a widget rendered twice"
         assert pg.locator(".widget-subarea .jupyter-widgets-error-widget, .widget-error").count() == 0
     for img in pg.locator("article img").all():
@@ -106,3 +80,12 @@ def test_no_cdn_urls_in_built_pages():
                 continue
             offenders.append(f"{html.relative_to(HTML)}: {m.group(0)[:120]}")
     assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("page", chapter_params("nbval_text", PAGES))
+def test_no_test_markers_in_the_reading(book_page, page):
+    """nbval's markers are cell tags, never `# NBVAL_...` lines a reader sees."""
+    p = book_page(page + ".html")
+    text = p.page.locator("article").inner_text()
+    found = sorted(set(re.findall(r"NBVAL\w*", text, flags=re.IGNORECASE)))
+    assert not found, f"{page}: the page shows {found}"

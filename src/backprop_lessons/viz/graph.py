@@ -71,9 +71,9 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
     marked:    values to fill in green (e.g. those that received gradient).
     order:     a precomputed `topological_order(root)`, to save recomputing it.
     compact:   stack label, data and grad in each box (whatever the rankdir),
-               with tighter spacing and small operation ovals; a left-to-right
-               drawing is then about half as wide and stays legible in a
-               book's text column.
+               with narrow boxes, tight spacing and small operation ovals, all
+               text 11 points; a left-to-right drawing is then about half as
+               wide and stays legible in the book's text column.
     """
     require_dot()
     if rankdir not in ("LR", "TB", "RL", "BT"):
@@ -84,10 +84,15 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
     graph_attr = {"rankdir": rankdir, "bgcolor": "transparent"}
     edge_attr = {"color": "#555555"}
     op_attr = {"shape": "ellipse", "fontsize": "10"}
+    record_attr = {}
     if compact:
-        graph_attr.update(ranksep="0.3", nodesep="0.15")
+        # Sized for the book's text column: an 11-value graph such as the
+        # neuron of chapter 1 stays under 600 points wide, so its 11-point
+        # text renders at 12 CSS px or more in a 688-px column.
+        graph_attr.update(ranksep="0.2", nodesep="0.15")
         edge_attr.update(arrowsize="0.6")
-        op_attr.update(margin="0.03,0.02", width="0", height="0")
+        op_attr.update(margin="0.03,0.02", width="0", height="0", fontsize="11")
+        record_attr.update(margin="0.06,0.04")
     # A record's fields run across the rank direction; braces turn them.
     # Stacked fields therefore need braces only when ranks run top to bottom.
     braces = not compact or rankdir in ("TB", "BT")
@@ -105,7 +110,8 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
         elif id(v) in marked_ids:
             style = {"style": "filled", "fillcolor": RECEIVED}
         record = " | ".join(fields)
-        dot.node(n, "{ " + record + " }" if braces else record, shape="record", **style)
+        dot.node(n, "{ " + record + " }" if braces else record, shape="record",
+                 **record_attr, **style)
         if v._op:
             dot.node(n + "_op", v._op, **op_attr)
             dot.edge(n + "_op", n)
