@@ -14,8 +14,8 @@ Every ratio on the page has one direction, the speed-up:
     speed-up = the reference's time / our time    (above 1: ours is faster)
 
 and every table has a column "speed-up" whose note says "<reference> time /
-our time (above 1: ...faster)".  To add a benchmark (e.g. GPT-2 at 124M parameters), write a
-handler `name(data) -> (markdown, bars)` below, bars being
+our time (above 1: ...faster)".  To add a benchmark (e.g. GPT-2 at 124M
+parameters), write a handler `name(data) -> (markdown, bars)` below, bars being
 (label, speed-up, group), and add it to HANDLERS and GROUP_COLORS.
 
 How to run (after the benchmarks; `make bench` does both):
@@ -31,9 +31,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from backprop_lessons.viz import plots  # noqa: E402
+from backprop_lessons.viz import plots
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -60,26 +60,47 @@ def ms(seconds) -> str:
     return f"{seconds * 1e3:.3f}" if seconds < 0.01 else f"{seconds * 1e3:.1f}"
 
 
-# ---- one function per benchmark: (markdown, bars) -----------------------------------
+# ---- one function per benchmark: (markdown, bars) ------------------------------
 # A bar is (label, speed-up = reference seconds / our seconds, group).
+
 
 def scalar_engine(data: dict):
     rows, bars = [], []
     for name, case in data["cases"].items():
         o, m = case["ours"], case["micrograd"]
         ratio = case.get("speedup")  # (micrograd forward + backward) / ours
-        rows.append([f"{name} ({case['nodes']:,} nodes)", ms(o["fwd_s"]), ms(o["bwd_s"]),
-                     ms(m["fwd_s"]), m.get("error") or ms(m["bwd_s"]), speedup(ratio)])
+        rows.append(
+            [
+                f"{name} ({case['nodes']:,} nodes)",
+                ms(o["fwd_s"]),
+                ms(o["bwd_s"]),
+                ms(m["fwd_s"]),
+                m.get("error") or ms(m["bwd_s"]),
+                speedup(ratio),
+            ]
+        )
         if ratio is not None:
             bars.append((f"scalar: {name}", ratio, "scalar engine vs micrograd"))
-    md = table(["case", "ours forward (ms)", "ours backward (ms)", "micrograd forward (ms)",
-                "micrograd backward (ms)", "speed-up"], rows)
+    md = table(
+        [
+            "case",
+            "ours forward (ms)",
+            "ours backward (ms)",
+            "micrograd forward (ms)",
+            "micrograd backward (ms)",
+            "speed-up",
+        ],
+        rows,
+    )
     python = data.get("python") or (data.get("machine") or {}).get("python")
-    md += (f"\nBest of {next(iter(data['cases'].values()))['repeats']} runs"
-           + (f", Python {python}" if python else "")
-           + f", micrograd {data.get('micrograd', '0.1.0')}, garbage collector enabled.  "
-           "*speed-up*: micrograd time / our time, forward and backward together "
-           "(above 1: the book's engine is faster).\n")
+    md += (
+        f"\nBest of {next(iter(data['cases'].values()))['repeats']} runs"
+        + (f", Python {python}" if python else "")
+        + f", micrograd {data.get('micrograd', '0.1.0')}, "
+        "garbage collector enabled.  "
+        "*speed-up*: micrograd time / our time, forward and backward together "
+        "(above 1: the book's engine is faster).\n"
+    )
     return md, bars
 
 
@@ -90,23 +111,58 @@ def tensor_engine(data: dict):
         configs[r["config"]] = f"batch {r['batch']}, layers {sizes}"
         counts = r["thread_counts"]
         # The JSON stores engine time / PyTorch time; the page shows its inverse.
-        rows.append([r["config"], r["dtype"], f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
-                     ms(r["engine_s"]), ms(r["torch_s"]), speedup(1 / r["ratio"]),
-                     speedup(1 / r["cpu_ratio"]), f"{r['max_rel_diff']['grad']:.0e}"])
-        setting = r["setting"].replace("1", "1 thread", 1).replace("default", "default threads")
-        bars.append((f"tensor: {r['config']} {r['dtype']}, {setting}",
-                     1 / r["ratio"], "Tensor engine vs PyTorch"))
+        rows.append(
+            [
+                r["config"],
+                r["dtype"],
+                f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
+                ms(r["engine_s"]),
+                ms(r["torch_s"]),
+                speedup(1 / r["ratio"]),
+                speedup(1 / r["cpu_ratio"]),
+                f"{r['max_rel_diff']['grad']:.0e}",
+            ]
+        )
+        setting = (
+            r["setting"]
+            .replace("1", "1 thread", 1)
+            .replace("default", "default threads")
+        )
+        bars.append(
+            (
+                f"tensor: {r['config']} {r['dtype']}, {setting}",
+                1 / r["ratio"],
+                "Tensor engine vs PyTorch",
+            )
+        )
     # Kept narrow enough for the book's text column: the MLPs are named here
     # and described below the table.
-    md = table(["MLP", "dtype", "threads", "ours ms", "PyTorch ms", "speed-up",
-                "CPU speed-up", "grad diff"], rows, "lllrrrrr")
+    md = table(
+        [
+            "MLP",
+            "dtype",
+            "threads",
+            "ours ms",
+            "PyTorch ms",
+            "speed-up",
+            "CPU speed-up",
+            "grad diff",
+        ],
+        rows,
+        "lllrrrrr",
+    )
     md += "\n" + "; ".join(f"**{k}**: {v}" for k, v in configs.items()) + ".  "
-    md += ("*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
-           "*speed-up*: PyTorch time / our time (wall clock; "
-           "*CPU speed-up* the same for processor time), above 1: the book's engine is "
-           "faster; *grad diff*: the largest relative difference of any gradient.  ")
-    md += (f"Time per training step (forward, backward, SGD update), best of "
-           f"{data['repeats']} alternating turns.\n")
+    md += (
+        "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
+        "*speed-up*: PyTorch time / our time (wall clock; "
+        "*CPU speed-up* the same for processor time), above 1: the book's engine "
+        "is "
+        "faster; *grad diff*: the largest relative difference of any gradient.  "
+    )
+    md += (
+        f"Time per training step (forward, backward, SGD update), best of "
+        f"{data['repeats']} alternating turns.\n"
+    )
     return md, bars
 
 
@@ -116,29 +172,64 @@ def gpt_step(data: dict):
         counts, best, peak = r["thread_counts"], r["best_s"], r["peak_bytes"]
         setting = "1 thread" if r["setting"] == "1" else f"{r['setting']} threads"
         # The JSON stores NumPy time / PyTorch time; the page shows its inverse.
-        rows.append([f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
-                     ms(best["numpy"]), ms(best["torch"]), speedup(1 / r["ratio_best"]),
-                     speedup(1 / r["ratio_median"]), f"{peak['numpy'] / 2**20:.1f}",
-                     f"{peak['torch'] / 2**20:.1f}"])
-        bars.append((f"GPT training step, {setting}", 1 / r["ratio_best"],
-                     "hand-written GPT vs PyTorch"))
-    md = table(["threads", "ours ms", "PyTorch ms", "speed-up", "median speed-up",
-                "ours peak MB", "PyTorch peak MB"], rows, "lrrrrrr")
+        rows.append(
+            [
+                f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
+                ms(best["numpy"]),
+                ms(best["torch"]),
+                speedup(1 / r["ratio_best"]),
+                speedup(1 / r["ratio_median"]),
+                f"{peak['numpy'] / 2**20:.1f}",
+                f"{peak['torch'] / 2**20:.1f}",
+            ]
+        )
+        bars.append(
+            (
+                f"GPT training step, {setting}",
+                1 / r["ratio_best"],
+                "hand-written GPT vs PyTorch",
+            )
+        )
+    md = table(
+        [
+            "threads",
+            "ours ms",
+            "PyTorch ms",
+            "speed-up",
+            "median speed-up",
+            "ours peak MB",
+            "PyTorch peak MB",
+        ],
+        rows,
+        "lrrrrrr",
+    )
     check = {v["dtype"]: v for v in data["rows"][0]["validation"]}
     f32, f64 = check.get("float32", {}), check.get("float64", {})
-    md += (f"\nOne training step (forward, backward, AdamW update) of a GPT with "
-           f"{c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, vocabulary "
-           f"{c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, {c.get('dtype', 'float32')}. "
-           "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
-           f"*ours ms*, *PyTorch ms*: the fastest of {data.get('repeats', '?')} steps taken in "
-           "alternation; *speed-up*: PyTorch time / our time of those fastest steps (above 1: "
-           "the hand-written step is faster), *median speed-up* the same for the medians; "
-           "*peak MB*: the most memory the step allocated on top of what existed before it "
-           "(NumPy: traced by `tracemalloc`; PyTorch: tensor storage from its CPU allocator, "
-           "read from the profiler).  Checked before timing: after one step the loss, every "
-           "gradient and every updated parameter agree with PyTorch (largest relative "
-           f"gradient difference {f32.get('grad_max_rel_diff', float('nan')):.0e} in float32, "
-           f"{f64.get('grad_max_rel_diff', float('nan')):.0e} in float64).\n")
+    md += (
+        f"\nOne training step (forward, backward, AdamW update) of a GPT with "
+        f"{c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, "
+        "vocabulary "
+        f"{c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, "
+        f"{c.get('dtype', 'float32')}. "
+        "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
+        f"*ours ms*, *PyTorch ms*: the fastest of {data.get('repeats', '?')} "
+        "steps taken in "
+        "alternation; *speed-up*: PyTorch time / our time of those fastest steps "
+        "(above 1: "
+        "the hand-written step is faster), *median speed-up* the same for the "
+        "medians; "
+        "*peak MB*: the most memory the step allocated on top of what existed "
+        "before it "
+        "(NumPy: traced by `tracemalloc`; PyTorch: tensor storage from its CPU "
+        "allocator, "
+        "read from the profiler).  Checked before timing: after one step the "
+        "loss, every "
+        "gradient and every updated parameter agree with PyTorch (largest "
+        "relative "
+        f"gradient difference {f32.get('grad_max_rel_diff', float('nan')):.0e} "
+        "in float32, "
+        f"{f64.get('grad_max_rel_diff', float('nan')):.0e} in float64).\n"
+    )
     return md, bars
 
 
@@ -147,11 +238,14 @@ def generic(data: dict):
     return table(["key", "value"], rows, "ll"), []
 
 
-HANDLERS = {"scalar_engine": scalar_engine, "tensor_engine": tensor_engine,
-            "gpt_step": gpt_step}
+HANDLERS = {
+    "scalar_engine": scalar_engine,
+    "tensor_engine": tensor_engine,
+    "gpt_step": gpt_step,
+}
 
 
-# ---- the chart and the machine ------------------------------------------------------
+# ---- the chart and the machine -------------------------------------------------
 
 GROUP_COLORS = {
     "scalar engine vs micrograd": plots.SERIES_COLORS[0],
@@ -163,11 +257,17 @@ GROUP_COLORS = {
 def chart(bars: list, path: Path) -> None:
     """Every speed-up as a bar from 1 on a log axis, grouped by comparison."""
     order = list(GROUP_COLORS)
-    bars = sorted(bars, key=lambda b: order.index(b[2]) if b[2] in order else len(order))
+    bars = sorted(
+        bars, key=lambda b: order.index(b[2]) if b[2] in order else len(order)
+    )
     fig, ax = plots.figure(height=0.3 * len(bars) + 1.6)
-    plots.ratio_bars(ax, [b[0] for b in bars], [b[1] for b in bars],
-                     colors=[GROUP_COLORS.get(b[2], "gray") for b in bars],
-                     xlabel="speed-up = reference time / our time (log scale)")
+    plots.ratio_bars(
+        ax,
+        [b[0] for b in bars],
+        [b[1] for b in bars],
+        colors=[GROUP_COLORS.get(b[2], "gray") for b in bars],
+        xlabel="speed-up = reference time / our time (log scale)",
+    )
     groups = [g for g in GROUP_COLORS if any(b[2] == g for b in bars)]
     handles = [plt.Rectangle((0, 0), 1, 1, color=GROUP_COLORS[g]) for g in groups]
     fig.legend(handles, groups, loc="outside lower center", ncols=2)
@@ -177,31 +277,48 @@ def chart(bars: list, path: Path) -> None:
 
 
 def machine_md(results: dict) -> str:
-    """The machine of the Tensor benchmark run if there is one, else of this run."""
+    """The machine of the Tensor benchmark run if there is one, else of this
+    run."""
     info = dict(results.get("tensor_engine", {}).get("machine") or machine_info())
     live = machine_info()
     for key, value in live.items():  # fill in what an older JSON lacks
         info.setdefault(key, value)
     blas = info.get("numpy_blas") or {}
     threads = info.get("threads_per_setting") or {}
-    thread_text = "; ".join(f"{s}: NumPy {c['numpy_blas']}, torch {c['torch']}"
-                            for s, c in threads.items()) or (
-        f"NumPy {info.get('numpy_blas_threads')}, torch {info.get('torch_threads')}")
+    thread_text = "; ".join(
+        f"{s}: NumPy {c['numpy_blas']}, torch {c['torch']}"
+        for s, c in threads.items()
+    ) or (
+        f"NumPy {info.get('numpy_blas_threads')}, torch "
+        f"{info.get('torch_threads')}"
+    )
     rows = [
         ["CPU", f"{info.get('cpu_model')} ({info.get('machine')})"],
-        ["cores", f"{info.get('physical_cores')} physical, {info.get('logical_cpus')} logical"],
+        [
+            "cores",
+            f"{info.get('physical_cores')} physical, {info.get('logical_cpus')} "
+            "logical",
+        ],
         ["memory", f"{info.get('memory_gib')} GiB"],
         ["operating system", info.get("os")],
         ["Python", info.get("python")],
-        ["NumPy", f"{info.get('numpy')}, BLAS: {blas.get('name', '?')} {blas.get('version', '')}"
-                  + (f" ({blas['kernel']} kernels)" if blas.get("kernel") else "")],
+        [
+            "NumPy",
+            f"{info.get('numpy')}, BLAS: {blas.get('name', '?')} "
+            f"{blas.get('version', '')}"
+            + (f" ({blas['kernel']} kernels)" if blas.get("kernel") else ""),
+        ],
         ["PyTorch", f"{info.get('torch')} (CPU), BLAS: {info.get('torch_blas')}"],
         ["threads per setting", thread_text],
-        ["load average at the run (1, 5, 15 min)",
-         ", ".join(map(str, info.get("load_average") or [])) or "-"],
+        [
+            "load average at the run (1, 5, 15 min)",
+            ", ".join(map(str, info.get("load_average") or [])) or "-",
+        ],
         ["date of the run", info.get("date")],
     ]
-    return table(["", ""], rows, "ll").replace("|  |  |\n", "| item | value |\n", 1)
+    return table(["", ""], rows, "ll").replace(
+        "|  |  |\n", "| item | value |\n", 1
+    )
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""`python -m backprop_lessons.ddp_train`, run every way it can be run, all at once.
+"""`python -m backprop_lessons.ddp_train`, run every way it can be run, all at
+once.
 
 Each way starts fresh interpreters that import torch (seconds each, on 2
 shared cores), so one module fixture starts every run concurrently in the
@@ -19,6 +20,7 @@ the NumPy GPT, batches, options, checkpoints found on disk).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -215,15 +217,11 @@ class Launcher:
             self.closed = True  # chained runs start no more
         for proc, _ in self.running.values():
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         for p in self.marked_processes():
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-            except psutil.NoSuchProcess:
-                pass
         for proc, _ in self.running.values():
             proc.wait()
 
@@ -487,7 +485,7 @@ def test_finished_reads_the_last_line_and_the_root_cause():
         r"backprop_lessons.ddp_train ended with exit code 1 "
         r"and no final loss(.|\n)*steps must be",
     ):
-        failed.final_loss
+        _ = failed.final_loss
     report = """Failures:
 [1]:
   rank      : 0 (local_rank: 0)
@@ -555,7 +553,7 @@ def test_five_ways_of_running_give_the_same_final_loss(runs):
     losses["two nodes"] = printed[0]
     reference = float(losses["alone"])
     table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
-    for name, loss in losses.items():
+    for _name, loss in losses.items():
         assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), table
 
 

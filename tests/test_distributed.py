@@ -1,4 +1,5 @@
-"""The distributed helpers on 2 local processes (gloo): gradients, failures, ports.
+"""The distributed helpers on 2 local processes (gloo): gradients, failures,
+ports.
 
 Each launch spawns 2 interpreters that import torch (a few seconds), so the
 gradient checks share one launch (a module-scoped fixture).

@@ -1,6 +1,7 @@
-"""Tests of backprop_lessons.gpt: each layer's backward alone (numerical, float64), the whole
-model against PyTorch autograd (float64, two configs), the accumulate contract, shapes,
-keys, training determinism and the errors for bad input."""
+"""Tests of backprop_lessons.gpt: each layer's backward alone (numerical,
+float64), the whole model against PyTorch autograd (float64, two configs), the
+accumulate contract, shapes, keys, training determinism and the errors for bad
+input."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ CONFIGS = {
 
 
 def random_params(config, seed=0, dtype=np.float64):
-    """GPT-2 init plus noise, so that biases and layernorm shifts are not all zero."""
+    """GPT-2 init plus noise, so that biases and layernorm shifts are not all
+    zero."""
     params = init_params(config, seed=seed, dtype=np.float64)
     rng = np.random.default_rng(seed + 100)
     return {
@@ -61,7 +63,7 @@ def random_batch(config, B=3, T=None, seed=0):
     )
 
 
-# ---- each layer alone -------------------------------------------------------------
+# ---- each layer alone ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", LAYER_NAMES)
@@ -91,7 +93,8 @@ def test_layer_check_catches_a_wrong_backward():
 
 
 def test_backwards_accumulate_into_their_buffers():
-    """Every backward adds (+=): starting from a buffer holding 1.0 gives 1.0 + the gradient."""
+    """Every backward adds (+=): starting from a buffer holding 1.0 gives 1.0 +
+    the gradient."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 12))
     out, cache = layers.attention_forward(x, 2)
@@ -138,7 +141,7 @@ def test_attention_is_causal():
     np.testing.assert_array_equal(out1[:, :3], out2[:, :3])
 
 
-# ---- the whole model vs PyTorch -----------------------------------------------------
+# ---- the whole model vs PyTorch ------------------------------------------------
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -186,7 +189,7 @@ def test_loss_at_init_is_near_log_vocab():
     assert abs(loss - math.log(28)) < 0.05
 
 
-# ---- shapes, keys, dtypes -------------------------------------------------------------
+# ---- shapes, keys, dtypes ------------------------------------------------------
 
 
 def test_params_have_llmc_names_and_shapes():
@@ -253,7 +256,8 @@ def test_gradients_have_the_params_keys_shapes_and_dtype():
 
 
 def test_backward_twice_gives_the_same_gradients():
-    """gpt_backward zeroes its own buffers: calling it twice does not double anything."""
+    """gpt_backward zeroes its own buffers: calling it twice does not double
+    anything."""
     config = CONFIGS["1 layer, 1 head"]
     params = random_params(config)
     idx, targets = random_batch(config)
@@ -266,7 +270,7 @@ def test_backward_twice_gives_the_same_gradients():
         np.testing.assert_array_equal(g1[name], g2[name])
 
 
-# ---- errors -----------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -326,7 +330,7 @@ def test_bad_params_and_config(small):
         GPTConfig(vocab_size=5, block_size=4, n_layer=0, n_head=1, n_embd=8)
 
 
-# ---- training, sampling ------------------------------------------------------------
+# ---- training, sampling --------------------------------------------------------
 
 
 def test_get_batch_targets_are_shifted_inputs():
@@ -396,7 +400,7 @@ def test_torch_twin_alone_matches_loss():
     assert set(ref_grads) == set(params)
 
 
-# ---- the scalar-Value twin -----------------------------------------------------------------
+# ---- the scalar-Value twin -----------------------------------------------------
 
 
 def test_scalar_gpt_matches_the_hand_written_backward():
@@ -428,7 +432,8 @@ def test_scalar_gpt_matches_the_hand_written_backward():
 
 
 def test_attention_backward_adds_into_a_strided_buffer():
-    """The backward writes through a view of dinp by heads: any strides must work."""
+    """The backward writes through a view of dinp by heads: any strides must
+    work."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 12))
     out, cache = layers.attention_forward(x, 2)

@@ -54,10 +54,10 @@ def test_default_model_gradients_equal_the_scalar_engine(model):
 @pytest.mark.parametrize(
     "sizes",
     [
-        dict(),
-        dict(n_layer=3),
-        dict(n_head=1),
-        dict(n_head=4, n_embd=16, block_size=4),
+        {},
+        {"n_layer": 3},
+        {"n_head": 1},
+        {"n_head": 4, "n_embd": 16, "block_size": 4},
     ],
 )
 @pytest.mark.parametrize("name", ["ab", "dave", "caravo"])

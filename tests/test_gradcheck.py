@@ -67,7 +67,9 @@ def test_numerical_gradient_of_a_sum_of_cubes(xs):
 
 
 def test_numerical_gradient_is_the_centered_formula_bit_for_bit():
-    f = lambda v: math.exp(v[0]) * v[1]
+    def f(v):
+        return math.exp(v[0]) * v[1]
+
     eps = 1e-4
     (d0, d1) = numerical_gradient(f, [0.3, 2.0], eps)
     assert d0 == (f([0.3 + eps, 2.0]) - f([0.3 - eps, 2.0])) / (2 * eps)
@@ -75,7 +77,9 @@ def test_numerical_gradient_is_the_centered_formula_bit_for_bit():
 
 
 def test_one_sided_differences_are_first_order():
-    f = lambda v: v[0] ** 2
+    def f(v):
+        return v[0] ** 2
+
     for eps in (1e-2, 1e-3):
         (one_sided,) = numerical_gradient(f, [1.0], eps, scheme="one-sided")
         (centered,) = numerical_gradient(f, [1.0], eps)

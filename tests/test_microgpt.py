@@ -62,7 +62,7 @@ def tiny_model(seed=0, **sizes):
     return MicroGPT(seed, config=config, vocab=vocab)
 
 
-# ---- sizes ----------------------------------------------------------------------
+# ---- sizes ---------------------------------------------------------------------
 
 
 def test_default_model_is_microgpts(model):
@@ -89,10 +89,10 @@ def test_the_sources_4064_is_block_size_8():
 @pytest.mark.parametrize(
     "sizes",
     [
-        dict(),
-        dict(n_layer=3),
-        dict(n_embd=8, n_head=2),
-        dict(vocab_size=5, block_size=3),
+        {},
+        {"n_layer": 3},
+        {"n_embd": 8, "n_head": 2},
+        {"vocab_size": 5, "block_size": 3},
     ],
 )
 def test_parameter_count_formula(sizes):
@@ -133,10 +133,10 @@ def test_parameter_table_text():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(n_embd=10, n_head=4), "n_embd=10 must be divisible by n_head=4"),
-        (dict(block_size=0), "block_size must be a positive int"),
-        (dict(n_layer=1.0), "n_layer must be a positive int"),
-        (dict(vocab_size=1), "vocab_size must be at least 2"),
+        ({"n_embd": 10, "n_head": 4}, "n_embd=10 must be divisible by n_head=4"),
+        ({"block_size": 0}, "block_size must be a positive int"),
+        ({"n_layer": 1.0}, "n_layer must be a positive int"),
+        ({"vocab_size": 1}, "vocab_size must be at least 2"),
     ],
 )
 def test_bad_config(kwargs, match):
@@ -151,7 +151,7 @@ def test_config_must_match_the_vocabulary():
         MicroGPT(config=MicroGPTConfig(vocab_size=30))
 
 
-# ---- data ------------------------------------------------------------------------
+# ---- data ----------------------------------------------------------------------
 
 
 def test_shipped_names():
@@ -206,7 +206,7 @@ def test_vocab_needs_names():
         NameVocab("emma")
 
 
-# ---- the model -----------------------------------------------------------------------
+# ---- the model -----------------------------------------------------------------
 
 
 def test_initialization_is_seeded_and_gaussian():
@@ -257,7 +257,10 @@ def test_a_position_sees_only_the_past():
     m = tiny_model()
     state = m.float_state()
     a, b = m.encode("cara"), m.encode("card" if "d" in m.vocab.stoi else "cave")
-    first = lambda tokens: sequence_loss(state, m.config, tokens[:3])
+
+    def first(tokens):
+        return sequence_loss(state, m.config, tokens[:3])
+
     assert a[:3] == b[:3] and a != b
     assert first(a) == first(b)
 
@@ -268,7 +271,7 @@ def test_sequence_loss_needs_two_to_block_plus_one_tokens():
         sequence_loss(m.float_state(), m.config, [m.vocab.bos])
 
 
-# ---- gradients --------------------------------------------------------------------
+# ---- gradients -----------------------------------------------------------------
 
 
 def test_gradients_match_centred_differences_default_model(model):
@@ -278,7 +281,7 @@ def test_gradients_match_centred_differences_default_model(model):
     assert all(r[1] == 3 for r in check.rows)
 
 
-@pytest.mark.parametrize("sizes", [dict(), dict(n_layer=2, n_head=4)])
+@pytest.mark.parametrize("sizes", [{}, {"n_layer": 2, "n_head": 4}])
 def test_every_gradient_of_a_small_model_matches_centred_differences(sizes):
     m = tiny_model(seed=5, **sizes)
     check = check_gradients(m, "dave", per_matrix=10_000)  # every used entry
@@ -318,7 +321,7 @@ def test_unused_parameters_get_zero_gradient(model):
     assert all(g == 0.0 for row in grads["wpe"][4:] for g in row)
 
 
-# ---- counts -------------------------------------------------------------------------
+# ---- counts --------------------------------------------------------------------
 
 
 def test_graph_counts_of_a_five_letter_name_are_exact(model):
@@ -391,7 +394,7 @@ def test_paused_gc_restores_the_collector():
         gc.enable()
 
 
-# ---- training and sampling ---------------------------------------------------------
+# ---- training and sampling -----------------------------------------------------
 
 
 def test_training_lowers_the_loss_and_is_seeded():

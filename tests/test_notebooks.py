@@ -16,14 +16,20 @@ TOC = (ROOT / "_toc.yml").read_text()
 REPO_URL = CONFIG["repository"]["url"]
 BRANCH = CONFIG["repository"]["branch"]
 
-SETUP_CELL = f"""# Setup: the book's package, installed first where it is missing (Colab).
-import importlib.util, os
+_SETUP_TITLE = (
+    "# Setup: the book's package, installed first where it is missing (Colab)."
+)
+SETUP_CELL = (
+    _SETUP_TITLE
+    + "\n"
+    + f"""import importlib.util, os
 if importlib.util.find_spec("backprop_lessons") is None:
     _source = os.environ.get(
         "BACKPROP_LESSONS_SOURCE",
         "git+{REPO_URL}@{BRANCH}")
     %pip install --quiet {{_source}}
 import backprop_lessons"""
+)
 
 
 def _code_cells(path: Path) -> list[dict]:
@@ -49,7 +55,8 @@ def test_stored_top_to_bottom_without_errors(path):
     ), f"{path.name}: re-run it top to bottom in a fresh kernel (make notebooks)"
     for i, c in enumerate(cells, 1):
         assert "execution" not in c["metadata"], (
-            f"{path.name}: cell {i} stores execution timestamps (make notebooks does not record them)"
+            f"{path.name}: cell {i} stores execution timestamps (make notebooks "
+            "does not record them)"
         )
         for out in c["outputs"]:
             assert out["output_type"] != "error", (
@@ -104,7 +111,8 @@ def test_every_figure_has_alt_text(path):
         if images:
             alt = c["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
             assert len(alt.split()) >= 8, (
-                f"{path.name}: code cell {i} shows {images[0]} without a description (mystnb.image.alt)"
+                f"{path.name}: code cell {i} shows {images[0]} without a "
+                "description (mystnb.image.alt)"
             )
 
 
@@ -121,13 +129,15 @@ def test_code_fits_the_page(path):
         if len(line) > MAX_CODE_LINE
     ]
     assert not long, (
-        f"{path.name}: lines over {MAX_CODE_LINE} characters (code cell, length): {long}"
+        f"{path.name}: lines over {MAX_CODE_LINE} characters (code cell, "
+        f"length): {long}"
     )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_shown_package_source_fits_the_page(path):
-    """Package functions displayed with show_source keep the same width as the cells."""
+    """Package functions displayed with show_source keep the same width as the
+    cells."""
     long = []
     for i, c in enumerate(_code_cells(path), 1):
         if "show_source(" not in "".join(c["source"]):
@@ -145,7 +155,8 @@ def test_shown_package_source_fits_the_page(path):
     )
 
 
-# ---- outputs that travel (DESIGN.md: "Round-off is printed against its tolerance") ----
+# ---- outputs that travel (DESIGN.md: "Round-off is printed against its
+# tolerance") ----
 
 CHECK_PRINTOUT = re.compile(r":\s*(True|False)\s*$", flags=re.M)
 

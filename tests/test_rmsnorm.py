@@ -93,7 +93,8 @@ def test_output_has_unit_root_mean_square():
 
 
 def test_no_recentering_unlike_layernorm():
-    """A constant row is left as a constant (+1 or -1), where layernorm gives 0."""
+    """A constant row is left as a constant (+1 or -1), where layernorm gives
+    0."""
     x = np.full((1, 1, 4), -3.0)
     out, _ = rmsnorm_forward(x, eps=0.0)
     np.testing.assert_allclose(out, -1.0)

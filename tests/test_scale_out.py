@@ -229,7 +229,7 @@ def test_gpt2_plan_arithmetic():
     assert rows["parameters N"] == "124,439,808"
     assert rows["micro-batches per GPU per step"] == "4"
     with pytest.raises(ValueError, match="do not split into 8 GPUs"):
-        S.GPT2Plan(tokens_per_step=1000).accumulation
+        _ = S.GPT2Plan(tokens_per_step=1000).accumulation
 
 
 def test_timeline_plot_draws_every_rank_and_bucket():

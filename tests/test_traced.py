@@ -1,4 +1,5 @@
-"""backprop_lessons.traced: PyTorch's own forward and backward graphs (AOTAutograd)."""
+"""backprop_lessons.traced: PyTorch's own forward and backward graphs
+(AOTAutograd)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,10 @@ def test_the_traced_backward_computes_the_right_gradients():
     )
     x = torch.tensor([1.0, -1.0], dtype=torch.float64, requires_grad=True)
     b = torch.tensor([0.5, -0.5], dtype=torch.float64, requires_grad=True)
-    boxed = lambda gm, _: make_boxed_func(gm.forward)
+
+    def boxed(gm, _):
+        return make_boxed_func(gm.forward)
+
     aot_function(wx_b_squared, fw_compiler=boxed, bw_compiler=boxed)(
         W, x, b
     ).backward()

@@ -22,7 +22,9 @@ def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
 
     source = Path(anywidget.__file__).parent / "nbextension" / "index.js"
     if not source.exists():
-        raise RuntimeError(f"offline_assets: anywidget's front end not found at {source}")
+        raise RuntimeError(
+            f"offline_assets: anywidget's front end not found at {source}"
+        )
     target = Path(app.outdir) / "_static" / "vendor" / "anywidget" / "index.js"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
@@ -36,8 +38,10 @@ def _drop_thebe(app: Sphinx, pagename, templatename, context, doctree) -> None:
     if scripts is None:
         return
     context["script_files"] = [
-        s for s in scripts
-        if "sphinx-thebe" not in str(s) and "THEBE_JS_URL" not in getattr(s, "attributes", {}).get("body", "")
+        s
+        for s in scripts
+        if "sphinx-thebe" not in str(s)
+        and "THEBE_JS_URL" not in getattr(s, "attributes", {}).get("body", "")
     ]
 
 
@@ -55,8 +59,9 @@ def _refresh_static_files(app: Sphinx) -> None:
         source_root = Path(app.confdir) / entry
         for source in source_root.rglob("*"):
             target = target_root / source.relative_to(source_root)
-            if source.is_file() and (not target.is_file()
-                                     or target.read_bytes() != source.read_bytes()):
+            if source.is_file() and (
+                not target.is_file() or target.read_bytes() != source.read_bytes()
+            ):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
 

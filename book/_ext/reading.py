@@ -36,7 +36,8 @@ PROMPT_HIDE = "Hide the solution"
 
 
 class HideSolutionCells(SphinxPostTransform):
-    """Mark every `solution`-tagged code cell to be hidden whole (input and output).
+    """Mark every `solution`-tagged code cell to be hidden whole (input and
+    output).
 
     Runs just before myst-nb's HideInputCells (priority 199), which wraps
     the marked cells in <details>.
@@ -47,7 +48,10 @@ class HideSolutionCells(SphinxPostTransform):
 
     def run(self, **kwargs) -> None:
         for node in self.document.findall(nodes.container):
-            if node.get("nb_element") == "cell_code" and f"tag_{SOLUTION_TAG}" in node["classes"]:
+            if (
+                node.get("nb_element") == "cell_code"
+                and f"tag_{SOLUTION_TAG}" in node["classes"]
+            ):
                 node["hide_mode"] = "all"
                 node["prompt_show"] = PROMPT_SHOW
                 node["prompt_hide"] = PROMPT_HIDE
@@ -56,8 +60,12 @@ class HideSolutionCells(SphinxPostTransform):
 def _visit_hidden_cell(self, node) -> None:
     classes = " ".join(node["classes"])
     self.body.append(f'<details class="admonition hide {classes}">\n<summary>\n')
-    self.body.append(f'<p class="collapsed admonition-title">{escape(node["prompt_show"])}</p>\n')
-    self.body.append(f'<p class="expanded admonition-title">{escape(node["prompt_hide"])}</p>\n')
+    for state, prompt in (
+        ("collapsed", "prompt_show"),
+        ("expanded", "prompt_hide"),
+    ):
+        title = escape(node[prompt])
+        self.body.append(f'<p class="{state} admonition-title">{title}</p>\n')
     self.body.append("</summary>\n")
 
 
@@ -69,18 +77,25 @@ _SOURCE_BLOCK = re.compile(r'<div class="bl-source">.*?</pre>', re.DOTALL)
 _STYLE_ATTR = re.compile(r' style="[^"]*"')
 
 
-def _theme_colours_for_source_blocks(app, pagename, templatename, context, doctree) -> None:
+def _theme_colours_for_source_blocks(
+    app, pagename, templatename, context, doctree
+) -> None:
     body = context.get("body")
     if body and 'class="bl-source"' in body:
-        context["body"] = _SOURCE_BLOCK.sub(lambda m: _STYLE_ATTR.sub("", m.group(0)), body)
+        context["body"] = _SOURCE_BLOCK.sub(
+            lambda m: _STYLE_ATTR.sub("", m.group(0)), body
+        )
 
 
 def setup(app: Sphinx) -> dict:
     app.setup_extension("myst_nb")
     from myst_nb.sphinx_ import HideCodeCellNode
 
-    app.add_node(HideCodeCellNode, override=True,
-                 html=(_visit_hidden_cell, _depart_hidden_cell))
+    app.add_node(
+        HideCodeCellNode,
+        override=True,
+        html=(_visit_hidden_cell, _depart_hidden_cell),
+    )
     app.add_post_transform(HideSolutionCells)
     app.connect("html-page-context", _theme_colours_for_source_blocks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

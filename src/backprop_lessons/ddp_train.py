@@ -1,4 +1,5 @@
-"""Train the book's GPT data-parallel with PyTorch's own tools: DDP or FSDP, under torchrun.
+"""Train the book's GPT data-parallel with PyTorch's own tools: DDP or FSDP, under
+torchrun.
 
 The model is the PyTorch twin of chapter 6's GPT (`gpt.reference`), its
 blocks made `torch.nn.Module`s so that DDP's gradient buckets and FSDP's

@@ -1,4 +1,5 @@
-"""Data-parallel backward on `torch.distributed` itself: local worker processes, gloo, 127.0.0.1.
+"""Data-parallel backward on `torch.distributed` itself: local worker processes,
+gloo, 127.0.0.1.
 
 A comparison module, like `gradcheck`: it imports torch, and no engine
 imports it.  It holds two kinds of things (chapter 8):
@@ -66,7 +67,8 @@ __all__ = [
 
 HOST = "127.0.0.1"
 BACKEND = "gloo"
-# Thread counts for the libraries a worker loads: N workers on N cores, one thread each.
+# Thread counts for the libraries a worker loads: N workers on N cores, one thread
+# each.
 _WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -75,7 +77,8 @@ _WORKER_ENV = {
 
 
 class WorkerError(RuntimeError):
-    """A rank raised (or died); `rank` says which, `worker_traceback` holds its traceback text."""
+    """A rank raised (or died); `rank` says which, `worker_traceback` holds its
+    traceback text."""
 
     def __init__(self, message: str, rank: int, worker_traceback: str = ""):
         super().__init__(message)
@@ -100,7 +103,8 @@ def free_port(host: str = HOST) -> int:
 
 
 def to_numpy(obj: Any) -> Any:
-    """`obj` with every tensor replaced by a NumPy copy (through dicts, lists and tuples)."""
+    """`obj` with every tensor replaced by a NumPy copy (through dicts, lists and
+    tuples)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().numpy().copy()
     if isinstance(obj, dict):
@@ -149,7 +153,8 @@ def _worker_main(
 
 @contextmanager
 def _environment(**values: str):
-    """Set environment variables for the duration (spawned children inherit them)."""
+    """Set environment variables for the duration (spawned children inherit
+    them)."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -163,13 +168,15 @@ def _environment(**values: str):
 
 
 def _function_name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    module = getattr(fn, "__module__", "?")
+    return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def run_workers(
     fn: Callable, *args, world_size: int = 2, timeout: float = 60.0
 ) -> list:
-    """Run `fn(rank, world_size, *args)` on `world_size` local processes in one gloo group.
+    """Run `fn(rank, world_size, *args)` on `world_size` local processes in one
+    gloo group.
 
     Returns the ranks' return values in rank order, with every tensor turned
     into a NumPy array.  `fn` and `args` are pickled, so `fn` must be a
@@ -193,7 +200,8 @@ def run_workers(
         or "<locals>" in getattr(fn, "__qualname__", "")
     ):
         raise ValueError(
-            f"run_workers: fn must be a module-level function (spawned workers import "
+            "run_workers: fn must be a module-level function (spawned workers "
+            "import "
             f"it by name), got {fn!r}"
         )
     if not timeout > 0:
@@ -224,7 +232,8 @@ def run_workers(
             if remaining <= 0:
                 missing = [r for r in range(world_size) if r not in answers]
                 raise TimeoutError(
-                    f"run_workers: ranks {missing} of {world_size} did not finish "
+                    f"run_workers: ranks {missing} of {world_size} did not "
+                    "finish "
                     f"{_function_name(fn)} within {timeout} s"
                 )
             try:
@@ -237,12 +246,15 @@ def run_workers(
                 ]
                 if not dead:
                     continue
-                try:  # a rank flushes its answer before it exits: read what is still in the pipe
+                # A rank flushes its answer before it exits: read what is
+                # still in the pipe.
+                try:
                     kind, rank, payload = results.get(timeout=1.0)
                 except queue_module.Empty:
                     rank = dead[0]
                     raise WorkerError(
-                        f"run_workers: rank {rank} of {world_size} died with exit code "
+                        f"run_workers: rank {rank} of {world_size} died with "
+                        "exit code "
                         f"{processes[rank].exitcode} while running "
                         f"{_function_name(fn)}",
                         rank,
@@ -266,7 +278,8 @@ def run_workers(
 
 
 def _end_processes(processes, grace: float) -> None:
-    """Join every process; after `grace` seconds terminate (then kill) the ones still running."""
+    """Join every process; after `grace` seconds terminate (then kill) the ones
+    still running."""
     deadline = time.monotonic() + grace
     for p in processes:
         if p.pid is None:  # never started
@@ -287,12 +300,15 @@ def _end_processes(processes, grace: float) -> None:
 
 
 def shard(array: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """Rank `rank`'s contiguous slice of the rows of `array`; every rank gets the same count."""
+    """Rank `rank`'s contiguous slice of the rows of `array`; every rank gets the
+    same count."""
     n = len(array)
     if n % world_size:
         raise ValueError(
-            f"shard: a batch of {n} rows does not split evenly over {world_size} ranks; "
-            f"use a batch size divisible by the world size (equal shards make the mean "
+            f"shard: a batch of {n} rows does not split evenly over {world_size} "
+            "ranks; "
+            "use a batch size divisible by the world size (equal shards make "
+            "the mean "
             f"of the shards' mean losses equal the batch's mean loss)"
         )
     size = n // world_size
@@ -300,10 +316,12 @@ def shard(array: np.ndarray, rank: int, world_size: int) -> np.ndarray:
 
 
 def make_mlp(sizes=(4, 16, 16, 1), seed: int = 0) -> torch.nn.Sequential:
-    """A small float64 tanh MLP, the same weights for the same seed (in any process)."""
+    """A small float64 tanh MLP, the same weights for the same seed (in any
+    process)."""
     if len(sizes) < 2:
         raise ValueError(
-            f"make_mlp: expected at least an input and an output size, got {sizes}"
+            "make_mlp: expected at least an input and an output size, got "
+            f"{sizes}"
         )
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -321,7 +339,8 @@ def make_mlp(sizes=(4, 16, 16, 1), seed: int = 0) -> torch.nn.Sequential:
 def mse_loss(
     model: torch.nn.Module, x: np.ndarray, y: np.ndarray
 ) -> torch.Tensor:
-    """Mean squared error of `model` on the NumPy batch (x (B, in), y (B, out))."""
+    """Mean squared error of `model` on the NumPy batch (x (B, in), y (B,
+    out))."""
     return torch.nn.functional.mse_loss(
         model(torch.as_tensor(x)), torch.as_tensor(y)
     )
@@ -330,7 +349,8 @@ def mse_loss(
 def full_batch_gradients(
     x: np.ndarray, y: np.ndarray, seed: int = 0
 ) -> dict[str, np.ndarray]:
-    """The single-process reference: gradients of the mean loss over the whole batch."""
+    """The single-process reference: gradients of the mean loss over the whole
+    batch."""
     model = make_mlp(seed=seed)
     mse_loss(model, x, y).backward()
     return {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
@@ -450,7 +470,8 @@ def ddp_bucket_log(
 
 
 def worker_info(rank: int, world_size: int) -> dict:
-    """Who this rank is: its rank, the world size, the backend, its process id and the port used."""
+    """Who this rank is: its rank, the world size, the backend, its process id and
+    the port used."""
     return {
         "rank": dist.get_rank(),
         "world_size": dist.get_world_size(),
@@ -462,7 +483,8 @@ def worker_info(rank: int, world_size: int) -> dict:
 
 
 def run_tasks(rank: int, world_size: int, tasks: dict) -> dict:
-    """Run several functions in one launch: tasks maps a name to (fn, args); returns name -> result.
+    """Run several functions in one launch: tasks maps a name to (fn, args);
+    returns name -> result.
 
     Every rank runs the same tasks in the same order (collectives must match).
     """

@@ -1,7 +1,8 @@
-"""Data parallelism over several processes, measured: chapter 8's DDP and FSDP experiments.
+"""Data parallelism over several processes, measured: chapter 8's DDP and FSDP
+experiments.
 
-A comparison module, like `distributed` and `backward_cost`: it imports torch and no
-engine imports it.  The model is `ddp_train.GPTModule`, the PyTorch twin of
+A comparison module, like `distributed` and `backward_cost`: it imports torch
+and no engine imports it.  The model is `ddp_train.GPTModule`, the PyTorch twin of
 the chapter 6 GPT that `python -m backprop_lessons.ddp_train` trains.
 
 Functions the ranks run (start them with `distributed.run_workers`, several
@@ -480,11 +481,12 @@ def profile_ddp_steps(
 
     Every rank returns its own traces; `StepOverlap.from_ranks` puts the
     ranks' traces of one step on one time axis (the profiler stamps events
-    with the machine's clock, which all processes on it share).  `bucket_cap_mb` is DDP's
-    bucket size cap: a small one gives several buckets (about one per
-    transformer block here), so the first can be sent while backward still
-    computes the earlier blocks.  (The bucket contents are read from DDP's
-    reducer, `_get_zeros_like_grad_buckets`, which DDP's own tests use.)
+    with the machine's clock, which all processes on it share).
+    `bucket_cap_mb` is DDP's bucket size cap: a small one gives several
+    buckets (about one per transformer block here), so the first can be sent
+    while backward still computes the earlier blocks.  (The bucket contents
+    are read from DDP's reducer, `_get_zeros_like_grad_buckets`, which DDP's
+    own tests use.)
     """
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -537,7 +539,7 @@ def _step_traces(events, rank: int, steps: int, start_ns: int, buckets) -> list:
         lo, hi = window.time_range.start, window.time_range.end
         origin = start_ns + round(lo * 1000)
 
-        def ms(t):
+        def ms(t, lo=lo):
             return (t - lo) / 1e3
 
         def span(name, found):

@@ -1,4 +1,5 @@
-"""Show the package's real source in a notebook, so the text never drifts from the code."""
+"""Show the package's real source in a notebook, so the text never drifts from the
+code."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ STYLE = "a11y-high-contrast-light"
 
 
 class Source:
-    """Source text that renders highlighted in Jupyter and as plain text elsewhere.
+    """Source text that renders highlighted in Jupyter and as plain text
+    elsewhere.
 
     The HTML carries each token's colour twice: as a Pygments class (`k`,
     `nf`, ...) inside a `highlight` block, which the rendered book styles
@@ -53,21 +55,35 @@ class Source:
 
         body = re.sub(r'<span class="([\w-]+)">', inline, body)
         style = get_style_by_name(STYLE)
-        pre_css = f"overflow-x:auto; background:{style.background_color}; {text_color}; padding:0.5em"
-        return (f'<div class="bl-source"><div class="bl-source-title">{html.escape(self.title)}</div>'
-                f'<div class="highlight"><pre class="bl-source-code" style="{pre_css}">'
-                f"<code>{body}</code></pre></div></div>")
+        pre_css = (
+            f"overflow-x:auto; background:{style.background_color}; "
+            f"{text_color}; padding:0.5em"
+        )
+        title = html.escape(self.title)
+        return (
+            f'<div class="bl-source"><div class="bl-source-title">{title}</div>'
+            '<div class="highlight">'
+            f'<pre class="bl-source-code" style="{pre_css}">'
+            f"<code>{body}</code></pre></div></div>"
+        )
 
 
 def show_source(obj) -> Source:
-    """The source of a function, class or method from the package, ready to display."""
+    """The source of a function, class or method from the package, ready to
+    display."""
     try:
         text = inspect.getsource(obj)
     except (TypeError, OSError) as e:
-        raise TypeError(f"show_source: cannot get the source of {obj!r} ({e})") from None
+        raise TypeError(
+            f"show_source: cannot get the source of {obj!r} ({e})"
+        ) from None
     module = inspect.getmodule(obj)
     if inspect.ismodule(obj):  # a whole file: modules have no __qualname__
         title = obj.__name__
     else:
-        title = f"{module.__name__}.{obj.__qualname__}" if module else obj.__qualname__
+        title = (
+            f"{module.__name__}.{obj.__qualname__}"
+            if module
+            else obj.__qualname__
+        )
     return Source(textwrap.dedent(text).rstrip(), title)

@@ -36,10 +36,16 @@ HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 DEMO_SOURCE = Path(__file__).resolve().parent / "demo_book"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic",
-                 "--no-first-run"]
-PHONE = {"width": 390, "height": 844}     # a phone in portrait (iPhone 12-15)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+PHONE = {"width": 390, "height": 844}  # a phone in portrait (iPhone 12-15)
 DESKTOP = {"width": 1280, "height": 900}
 
 
@@ -67,7 +73,9 @@ def _serve(directory: str) -> str:
 def book_url():
     """Base URL of the rendered book served from a local thread."""
     if not (HTML / "index.html").exists():
-        pytest.fail(f"{HTML}/index.html is missing: build the book first (`make book`)")
+        pytest.fail(
+            f"{HTML}/index.html is missing: build the book first (`make book`)"
+        )
     return _serve(str(HTML))
 
 
@@ -84,24 +92,38 @@ def demo_book(tmp_path_factory) -> str:
         shutil.copytree(ROOT / "book" / part, src / "book" / part)
     (src / "notebooks").mkdir()
     nb = nbformat.read(DEMO_SOURCE / "conventions.ipynb", as_version=4)
-    NotebookClient(nb, kernel_name="python3", timeout=120,
-                   resources={"metadata": {"path": str(src / "notebooks")}}).execute()
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(src / "notebooks")}},
+    ).execute()
     nbformat.write(nb, src / "notebooks" / "conventions.ipynb")
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    build = subprocess.run([str(jupyter_book), "build", str(src), "-W", "-n", "--keep-going"],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, f"the demo book failed to build:\n{build.stdout}\n{build.stderr}"
+    build = subprocess.run(
+        [str(jupyter_book), "build", str(src), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, (
+        f"the demo book failed to build:\n{build.stdout}\n{build.stderr}"
+    )
     return _serve(str(src / "_build" / "html"))
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` package")
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install Debian's `chromium` "
+            "package"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
         yield b
         b.close()
 
@@ -112,9 +134,15 @@ class BookPage:
 
     page: object
     url: str
-    external: list[str] = field(default_factory=list)       # requests to other hosts (aborted)
-    failed: list[str] = field(default_factory=list)         # local requests that failed / 4xx-5xx
-    console_errors: list[str] = field(default_factory=list)  # console.error and uncaught errors
+    external: list[str] = field(
+        default_factory=list
+    )  # requests to other hosts (aborted)
+    failed: list[str] = field(
+        default_factory=list
+    )  # local requests that failed / 4xx-5xx
+    console_errors: list[str] = field(
+        default_factory=list
+    )  # console.error and uncaught errors
 
     def screenshot(self, name: str, full_page: bool = True) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -123,25 +151,33 @@ class BookPage:
         return path
 
     def assert_clean(self) -> None:
-        assert not self.external, f"{self.url}: requests to other hosts: {self.external}"
+        assert not self.external, (
+            f"{self.url}: requests to other hosts: {self.external}"
+        )
         assert not self.failed, f"{self.url}: failed requests: {self.failed}"
-        assert not self.console_errors, f"{self.url}: console errors: {self.console_errors}"
+        assert not self.console_errors, (
+            f"{self.url}: console errors: {self.console_errors}"
+        )
 
     def wait_for_widgets(self, timeout: float = 20_000) -> int:
         """Wait until every widget view on the page has rendered; their count."""
         views = self.page.locator(VIEW).count()
         if views:
             self.page.wait_for_function(
-                f"document.querySelectorAll('.widget-subarea > *').length >= {views}",
-                timeout=timeout)
+                "document.querySelectorAll('.widget-subarea > *').length >= "
+                f"{views}",
+                timeout=timeout,
+            )
         return views
 
     def wait_for_math(self, timeout: float = 20_000) -> None:
         """Wait until MathJax has typeset every formula on the page."""
         if self.page.locator("article .math").count():
             self.page.wait_for_function(
-                "document.querySelectorAll('article .math:not(:has(mjx-container))').length === 0",
-                timeout=timeout)
+                "document.querySelectorAll('article "
+                ".math:not(:has(mjx-container))').length === 0",
+                timeout=timeout,
+            )
 
 
 VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
@@ -149,8 +185,12 @@ DEMO = "notebooks/conventions.html"  # the page of the demo book
 
 
 def _open(browser, base: str, contexts: list):
-    def open_page(path: str, width: int = DESKTOP["width"], height: int = DESKTOP["height"],
-                  mode: str | None = None) -> BookPage:
+    def open_page(
+        path: str,
+        width: int = DESKTOP["width"],
+        height: int = DESKTOP["height"],
+        mode: str | None = None,
+    ) -> BookPage:
         """Load `path`; mode "light"/"dark" sets the system colour scheme and
         the theme's stored choice, None leaves the book's default (auto)."""
         options = {"viewport": {"width": width, "height": height}}
@@ -160,7 +200,9 @@ def _open(browser, base: str, contexts: list):
         contexts.append(context)
         if mode:
             context.add_init_script(
-                f"localStorage.setItem('mode', '{mode}'); localStorage.setItem('theme', '{mode}');")
+                f"localStorage.setItem('mode', '{mode}'); "
+                f"localStorage.setItem('theme', '{mode}');"
+            )
         page = context.new_page()
         result = BookPage(page, base + path)
 
@@ -172,11 +214,26 @@ def _open(browser, base: str, contexts: list):
                 r.abort()
 
         page.route("**/*", route)
-        page.on("console", lambda m: m.type == "error" and result.console_errors.append(m.text))
-        page.on("pageerror", lambda e: result.console_errors.append(f"uncaught: {e}"))
-        page.on("requestfailed", lambda r: urlparse(r.url).hostname == "127.0.0.1"
-                and result.failed.append(f"{r.url} ({r.failure})"))
-        page.on("response", lambda r: r.status >= 400 and result.failed.append(f"{r.url} ({r.status})"))
+        page.on(
+            "console",
+            lambda m: m.type == "error" and result.console_errors.append(m.text),
+        )
+        page.on(
+            "pageerror", lambda e: result.console_errors.append(f"uncaught: {e}")
+        )
+        page.on(
+            "requestfailed",
+            lambda r: (
+                urlparse(r.url).hostname == "127.0.0.1"
+                and result.failed.append(f"{r.url} ({r.failure})")
+            ),
+        )
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400 and result.failed.append(f"{r.url} ({r.status})")
+            ),
+        )
         page.goto(result.url, wait_until="networkidle")
         return result
 
@@ -185,7 +242,8 @@ def _open(browser, base: str, contexts: list):
 
 @pytest.fixture
 def book_page(browser, book_url):
-    """`book_page("notebooks/01_value_nodes.html")` -> BookPage, loaded and settled."""
+    """`book_page("notebooks/01_value_nodes.html")` -> BookPage, loaded and
+    settled."""
     contexts = []
     yield _open(browser, book_url, contexts)
     for c in contexts:

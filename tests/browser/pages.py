@@ -35,10 +35,14 @@ PAGES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
 CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
 
 ALL_CHAPTERS = {
-    "notebooks/01_value_nodes", "notebooks/02_topological_sort",
-    "notebooks/03_forward_vs_reverse", "notebooks/04_matmul_vjp",
-    "notebooks/05_mlp_by_hand", "notebooks/06_gpt_backward",
-    "notebooks/07_debugging_backward", "notebooks/08_backprop_at_scale",
+    "notebooks/01_value_nodes",
+    "notebooks/02_topological_sort",
+    "notebooks/03_forward_vs_reverse",
+    "notebooks/04_matmul_vjp",
+    "notebooks/05_mlp_by_hand",
+    "notebooks/06_gpt_backward",
+    "notebooks/07_debugging_backward",
+    "notebooks/08_backprop_at_scale",
 }
 
 PENDING = {
@@ -49,25 +53,42 @@ PENDING = {
     "selfchecks": set(ALL_CHAPTERS),
     # No `# NBVAL_...` comment lines in the displayed code (use cell tags).
     "nbval_text": {
-        "notebooks/02_topological_sort", "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp", "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward", "notebooks/08_backprop_at_scale",
+        "notebooks/02_topological_sort",
+        "notebooks/03_forward_vs_reverse",
+        "notebooks/04_matmul_vjp",
+        "notebooks/06_gpt_backward",
+        "notebooks/07_debugging_backward",
+        "notebooks/08_backprop_at_scale",
     },
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {
-        "notebooks/01_value_nodes", "notebooks/02_topological_sort",
-        "notebooks/03_forward_vs_reverse", "notebooks/04_matmul_vjp",
-        "notebooks/05_mlp_by_hand", "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward", "notebooks/08_backprop_at_scale",
+        "notebooks/01_value_nodes",
+        "notebooks/02_topological_sort",
+        "notebooks/03_forward_vs_reverse",
+        "notebooks/04_matmul_vjp",
+        "notebooks/05_mlp_by_hand",
+        "notebooks/06_gpt_backward",
+        "notebooks/07_debugging_backward",
+        "notebooks/08_backprop_at_scale",
     },
 }
 
 
 def chapter_params(convention: str, pages=None) -> list:
-    """`pages` (default: every chapter) as pytest params, pending ones xfail(strict)."""
+    """`pages` (default: every chapter) as pytest params, pending ones
+    xfail(strict)."""
     pending = PENDING[convention]
-    return [pytest.param(page, marks=pytest.mark.xfail(
-                strict=True, reason=f"{page} is pending for '{convention}' (tests/browser/pages.py)"))
-            if page in pending else page
-            for page in (CHAPTERS if pages is None else pages)]
+    return [
+        pytest.param(
+            page,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=f"{page} is pending for '{convention}' "
+                "(tests/browser/pages.py)",
+            ),
+        )
+        if page in pending
+        else page
+        for page in (CHAPTERS if pages is None else pages)
+    ]

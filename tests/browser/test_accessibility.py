@@ -19,8 +19,13 @@ from .pages import PAGES
 pytestmark = pytest.mark.browser
 
 AXE = Axe()
-OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
-           "resultTypes": ["violations"]}
+OPTIONS = {
+    "runOnly": {
+        "type": "tag",
+        "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"],
+    },
+    "resultTypes": ["violations"],
+}
 BLOCKING = {"serious", "critical"}
 
 
@@ -34,12 +39,17 @@ def _violations(p) -> list[dict]:
 def _describe(violations: list[dict]) -> str:
     lines = []
     for v in violations:
-        lines.append(f"{v['id']} ({v['impact']}): {len(v['nodes'])} elements - {v['help']}")
+        lines.append(
+            f"{v['id']} ({v['impact']}): {len(v['nodes'])} elements - {v['help']}"
+        )
         for node in v["nodes"][:4]:
             detail = ""
             data = (node.get("any") or [{}])[0].get("data") or {}
             if isinstance(data, dict) and "contrastRatio" in data:
-                detail = f" [{data['fgColor']} on {data['bgColor']}: {data['contrastRatio']}:1]"
+                detail = (
+                    f" [{data['fgColor']} on {data['bgColor']}: "
+                    f"{data['contrastRatio']}:1]"
+                )
             lines.append(f"    {' '.join(node['target'])}{detail}")
     return "\n".join(lines)
 
@@ -64,7 +74,9 @@ def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
     choice = p.page.locator(".bl-check").nth(1)
     choice.locator("input[type=radio]").nth(1).check()
     choice.locator("button.bl-check-submit").click()
-    p.page.wait_for_function("document.querySelectorAll('.bl-check[data-status]').length === 2")
+    p.page.wait_for_function(
+        "document.querySelectorAll('.bl-check[data-status]').length === 2"
+    )
     found = _violations(p)
     assert not found, f"demo ({mode} mode):\n{_describe(found)}"
 
@@ -74,7 +86,12 @@ def test_default_mode_follows_the_system_colour_scheme(browser, book_url):
     for scheme in ("light", "dark"):
         context = browser.new_context(color_scheme=scheme)
         page = context.new_page()
-        page.route("**/*", lambda r: r.continue_() if "127.0.0.1" in r.request.url else r.abort())
+        page.route(
+            "**/*",
+            lambda r: (
+                r.continue_() if "127.0.0.1" in r.request.url else r.abort()
+            ),
+        )
         page.goto(book_url + "book/intro.html", wait_until="networkidle")
         assert page.evaluate("document.documentElement.dataset.mode") == "auto"
         assert page.evaluate("document.documentElement.dataset.theme") == scheme

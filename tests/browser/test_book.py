@@ -36,26 +36,38 @@ def test_every_page_renders_offline(book_page, page):
     views = p.wait_for_widgets()
     if views:
         # Each widget view renders once, into the output that holds its state.
-        assert pg.locator(".widget-subarea > *").count() == views, f"{page}: a widget rendered twice"
-        assert pg.locator(".widget-subarea .jupyter-widgets-error-widget, .widget-error").count() == 0
+        assert pg.locator(".widget-subarea > *").count() == views, (
+            f"{page}: a widget rendered twice"
+        )
+        assert (
+            pg.locator(
+                ".widget-subarea .jupyter-widgets-error-widget, .widget-error"
+            ).count()
+            == 0
+        )
     for img in pg.locator("article img").all():
         alt = img.get_attribute("alt") or ""
         assert alt.strip(), f"{page}: an image has no alt text"
-        assert not re.search(r"\.(png|svg|jpe?g)$", alt), f"{page}: an image's alt text is its file name: {alt}"
+        assert not re.search(r"\.(png|svg|jpe?g)$", alt), (
+            f"{page}: an image's alt text is its file name: {alt}"
+        )
     p.screenshot(page.replace("/", "__"))
     p.assert_clean()
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_launch_buttons(page):
-    """Colab, Binder and download links point at this notebook in the repository."""
+    """Colab, Binder and download links point at this notebook in the
+    repository."""
     repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
     branch = CONFIG["repository"]["branch"]
     assert (ROOT / f"{page}.ipynb").exists()
     html = (HTML / f"{page}.html").read_text()
     hrefs = set(re.findall(r'href="([^"]+)"', html))
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{page}.ipynb"
-    binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{page}.ipynb"
+    binder = (
+        f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{page}.ipynb"
+    )
     assert colab in hrefs, f"no Colab link {colab}"
     assert binder in hrefs, f"no Binder link {binder}"
     download = f"../_sources/{page}.ipynb"
@@ -72,11 +84,17 @@ def test_search_finds_pages(book_page):
 
 def test_no_cdn_urls_in_built_pages():
     """Pages reference no third-party script, stylesheet or font."""
-    pattern = re.compile(r'<(script|link)[^>]+(src|href)="(https?:)?//(?!127\.0\.0\.1)[^"]+"')
+    pattern = re.compile(
+        r'<(script|link)[^>]+(src|href)="(https?:)?//(?!127\.0\.0\.1)[^"]+"'
+    )
     offenders = []
     for html in HTML.rglob("*.html"):
         for m in pattern.finditer(html.read_text(errors="replace")):
-            if m.group(1) == "link" and 'rel="stylesheet"' not in m.group(0) and "preload" not in m.group(0):
+            if (
+                m.group(1) == "link"
+                and 'rel="stylesheet"' not in m.group(0)
+                and "preload" not in m.group(0)
+            ):
                 continue
             offenders.append(f"{html.relative_to(HTML)}: {m.group(0)[:120]}")
     assert not offenders, "\n".join(offenders)

@@ -15,11 +15,14 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 PAGE = "notebooks/02_topological_sort.html"
-EXPECTED_STEPPERS = 4  # topo sort, backward (relu example), backward + topo sort (neuron)
+EXPECTED_STEPPERS = (
+    4  # topo sort, backward (relu example), backward + topo sort (neuron)
+)
 
 
 def _state(stepper):
-    """What the reader sees: step index, highlighted (yellow) node, shown gradients."""
+    """What the reader sees: step index, highlighted (yellow) node, shown
+    gradients."""
     return {
         "index": stepper.get_attribute("data-index"),
         "caption": stepper.locator(".bl-stepper-caption").inner_text(),
@@ -30,8 +33,12 @@ def _state(stepper):
 
 def _highlighted(stepper):
     """Text of the value boxes drawn in the highlight colour."""
-    return stepper.evaluate("""el => Array.from(el.querySelectorAll('.bl-stepper-graph svg polygon[fill="#ffd54f"]'))
-        .map(p => Array.from(p.parentNode.querySelectorAll('text')).map(t => t.textContent).join(' '))""")
+    return stepper.evaluate(
+        """el => Array.from(el.querySelectorAll(
+            '.bl-stepper-graph svg polygon[fill="#ffd54f"]'))
+        .map(p => Array.from(p.parentNode.querySelectorAll('text'))
+            .map(t => t.textContent).join(' '))"""
+    )
 
 
 def test_steppers_render_once_and_step_without_a_kernel(book_page):
@@ -46,7 +53,9 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     for k in range(outputs.count()):
         assert outputs.nth(k).locator(".bl-stepper").count() == 1
 
-    backward = page.locator(".bl-stepper").nth(1)  # BackwardStepper on relu(a*b + d)
+    backward = page.locator(".bl-stepper").nth(
+        1
+    )  # BackwardStepper on relu(a*b + d)
     backward.scroll_into_view_if_needed()
     assert "Backward pass" in backward.locator(".bl-stepper-title").inner_text()
     start = _state(backward)
@@ -60,7 +69,9 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     next_button.click()
     expect(backward).to_have_attribute("data-index", "4")
     at4 = _state(backward)
-    assert _highlighted(backward) != [] and _highlighted(backward)[0] != "e"  # moved to d
+    assert (
+        _highlighted(backward) != [] and _highlighted(backward)[0] != "e"
+    )  # moved to d
     next_button.click()  # c = a * b pushes -3 and 2
     expect(backward).to_have_attribute("data-index", "5")
     at5 = _state(backward)
@@ -68,8 +79,12 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     assert "grad -3.0000" in at5["graph"] and "grad -3.0000" not in at4["graph"]
     assert at5["info"] != at4["info"]
     bp.screenshot("chapter2_backward_step5", full_page=False)
-    backward.screenshot(path=str(bp.screenshot("chapter2_page", full_page=False).parent
-                                 / "chapter2_backward_stepper.png"))
+    backward.screenshot(
+        path=str(
+            bp.screenshot("chapter2_page", full_page=False).parent
+            / "chapter2_backward_stepper.png"
+        )
+    )
 
     prev_button.click()  # previous undoes the step
     expect(backward).to_have_attribute("data-index", "4")
@@ -81,7 +96,9 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     expect(backward).to_have_attribute("data-index", "7")
     assert "complete" in _state(backward)["caption"]
     assert backward.locator("button[data-action=next]").is_disabled()
-    box = slider.bounding_box()  # a click at the slider's middle jumps to a middle step
+    box = (
+        slider.bounding_box()
+    )  # a click at the slider's middle jumps to a middle step
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(backward).to_have_attribute("data-index", re.compile(r"^[2-5]$"))
     backward.locator("button[data-action=reset]").click()
@@ -92,7 +109,9 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     play = backward.locator("button[data-action=play]")
     play.click()
     expect(play).to_have_attribute("aria-pressed", "true")
-    expect(backward).to_have_attribute("data-index", re.compile(r"^[1-7]$"), timeout=15_000)
+    expect(backward).to_have_attribute(
+        "data-index", re.compile(r"^[1-7]$"), timeout=15_000
+    )
     play.click()  # pause
     expect(play).to_have_attribute("aria-pressed", "false")
     expect(play).to_have_text("Play")
@@ -103,7 +122,13 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     topo.locator("button[data-action=next]").click()
     expect(topo).to_have_attribute("data-index", "2")
     expect(topo.locator(".bl-stepper-caption")).to_contain_text("visit e")
-    expect(topo.locator(".bl-stepper-info")).to_contain_text("emit e")  # the stack grew
-    topo.screenshot(path=str(bp.screenshot("chapter2_page", full_page=False).parent
-                             / "chapter2_toposort_stepper.png"))
+    expect(topo.locator(".bl-stepper-info")).to_contain_text(
+        "emit e"
+    )  # the stack grew
+    topo.screenshot(
+        path=str(
+            bp.screenshot("chapter2_page", full_page=False).parent
+            / "chapter2_toposort_stepper.png"
+        )
+    )
     bp.assert_clean()

@@ -24,8 +24,10 @@ VERDICT = re.compile(r"Exercise\s+\d+\s*:\s*correct", re.IGNORECASE)
 NOT_ATTEMPTED = re.compile(r"not attempted yet", re.IGNORECASE)
 SOLUTION_CELLS = "article div.cell.tag_solution"
 # Collapsible prose (a `{admonition}` with `:class: dropdown`, or a `{dropdown}`).
-DROPDOWN_BODIES = ("article .admonition.dropdown > :not(.admonition-title), "
-                   "article details.sd-dropdown > :not(summary)")
+DROPDOWN_BODIES = (
+    "article .admonition.dropdown > :not(.admonition-title), "
+    "article details.sd-dropdown > :not(summary)"
+)
 
 
 def _visible_outputs(page) -> str:
@@ -34,7 +36,8 @@ def _visible_outputs(page) -> str:
     (Code is left out: a check's source may spell its verdicts.  An element
     inside a closed <details> is not rendered, so it is skipped here; its
     innerText alone would be its full text.)"""
-    return page.evaluate("""() => Array.from(document.querySelectorAll('article .cell_output'))
+    return page.evaluate("""() => Array.from(
+            document.querySelectorAll('article .cell_output'))
         .filter((el) => el.checkVisibility())
         .map((el) => el.innerText).join('\\n')""")
 
@@ -52,11 +55,15 @@ def _check_page(p, name: str) -> None:
     shown = VERDICT.findall(text)
     assert not shown, f"{name}: a verdict is visible before any click: {shown}"
     stubs = len(NOT_ATTEMPTED.findall(text))
-    assert stubs >= exercises, \
-        f"{name}: {exercises} exercises but {stubs} 'not attempted yet' outputs from their stubs"
+    assert stubs >= exercises, (
+        f"{name}: {exercises} exercises but {stubs} 'not attempted yet' outputs "
+        "from their stubs"
+    )
     solutions = page.locator(SOLUTION_CELLS)
-    assert solutions.count() >= exercises, \
-        f"{name}: {exercises} exercises but {solutions.count()} cells tagged 'solution'"
+    assert solutions.count() >= exercises, (
+        f"{name}: {exercises} exercises but {solutions.count()} cells tagged "
+        "'solution'"
+    )
 
     bodies = page.locator(DROPDOWN_BODIES)
     for k in range(bodies.count()):
@@ -71,16 +78,21 @@ def _check_page(p, name: str) -> None:
         expect(summary).to_have_text(re.compile(r"Show the solution"))
         summary.click()
         expect(code).to_be_visible()
-        verdicts_after += len(VERDICT.findall(cell.locator(".cell_output").inner_text()))
-    assert verdicts_after >= exercises, \
-        f"{name}: the revealed solutions print {verdicts_after} 'correct' verdicts for {exercises} exercises"
+        verdicts_after += len(
+            VERDICT.findall(cell.locator(".cell_output").inner_text())
+        )
+    assert verdicts_after >= exercises, (
+        f"{name}: the revealed solutions print {verdicts_after} 'correct' "
+        f"verdicts for {exercises} exercises"
+    )
 
 
 def test_demo_exercise_is_hidden_until_clicked(demo_page):
     p = demo_page(DEMO)
     _check_page(p, "demo")
     p.page.locator(SOLUTION_CELLS).first.screenshot(
-        path=str(p.screenshot("demo_exercise_open", full_page=False)))
+        path=str(p.screenshot("demo_exercise_open", full_page=False))
+    )
     p.assert_clean()
 
 

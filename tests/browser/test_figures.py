@@ -43,7 +43,8 @@ def _svg_text_scale(svg: str) -> tuple[float, float]:
 
 
 def rendered_text_px(data: bytes, name: str, shown_width: float) -> float:
-    """The smallest text of an image file, in CSS px, when shown `shown_width` px wide."""
+    """The smallest text of an image file, in CSS px, when shown `shown_width` px
+    wide."""
     if name.endswith(".svg"):
         font, viewbox_width = _svg_text_scale(data.decode("utf-8"))
         return font * shown_width / viewbox_width
@@ -51,17 +52,24 @@ def rendered_text_px(data: bytes, name: str, shown_width: float) -> float:
         raise AssertionError(f"{name}: not an SVG or PNG image")
     records = plots.png_text(data)
     if plots.KEY_MIN_FONT not in records or plots.KEY_DPI not in records:
-        raise AssertionError(f"{name}: a PNG without font-size records: "
-                             "draw it with backprop_lessons.viz.plots.figure")
+        raise AssertionError(
+            f"{name}: a PNG without font-size records: "
+            "draw it with backprop_lessons.viz.plots.figure"
+        )
     pixel_width = struct.unpack(">I", data[16:20])[0]
-    points, dpi = float(records[plots.KEY_MIN_FONT]), float(records[plots.KEY_DPI])
+    points, dpi = (
+        float(records[plots.KEY_MIN_FONT]),
+        float(records[plots.KEY_DPI]),
+    )
     return points * dpi / 72 * shown_width / pixel_width
 
 
 def _images(p, root: Path) -> list[tuple[str, bytes, float]]:
     """(file name, bytes, rendered width) of every figure on the page."""
     p.page.wait_for_function(
-        f"Array.from(document.querySelectorAll('{FIGURES}')).every(i => i.complete)")
+        f"Array.from(document.querySelectorAll('{FIGURES}')).every(i => "
+        "i.complete)"
+    )
     found = []
     for img in p.page.locator(FIGURES).all():
         src = img.evaluate("el => el.src")
@@ -76,7 +84,9 @@ def _check_text_sizes(p, root: Path, page: str) -> list[str]:
     for name, data, width in _images(p, root):
         px = rendered_text_px(data, name, width)
         if px < plots.MIN_TEXT_PX:
-            small.append(f"{name}: smallest text {px:.1f} px (shown {width:.0f} px wide)")
+            small.append(
+                f"{name}: smallest text {px:.1f} px (shown {width:.0f} px wide)"
+            )
     return small
 
 
@@ -84,7 +94,9 @@ def _check_text_sizes(p, root: Path, page: str) -> list[str]:
 def test_figure_text_is_at_least_11_px_at_1280(book_page, page):
     p = book_page(page + ".html")
     small = _check_text_sizes(p, HTML, page)
-    assert not small, f"{page}: text under {plots.MIN_TEXT_PX} CSS px:\n" + "\n".join(small)
+    assert not small, (
+        f"{page}: text under {plots.MIN_TEXT_PX} CSS px:\n" + "\n".join(small)
+    )
 
 
 def test_demo_figures_are_legible(demo_page, demo_book):
@@ -95,17 +107,26 @@ def test_demo_figures_are_legible(demo_page, demo_book):
     assert kinds == ["png", "svg"]
     assert not _check_text_sizes(p, root, "demo")
     png_width = next(w for name, _, w in images if name.endswith(".png"))
-    assert png_width == pytest.approx(plots.COLUMN_PX, abs=1)  # the text column, not scaled
+    assert png_width == pytest.approx(
+        plots.COLUMN_PX, abs=1
+    )  # the text column, not scaled
     p.page.locator("article .cell_output img").first.screenshot(
-        path=str(p.screenshot("demo_figures", full_page=False).parent / "demo_figure.png"))
+        path=str(
+            p.screenshot("demo_figures", full_page=False).parent
+            / "demo_figure.png"
+        )
+    )
 
 
 def test_demo_graph_scrolls_on_a_phone(demo_page, demo_book):
-    """At 390 px a graph drawing keeps its natural size; its box scrolls and takes focus."""
+    """At 390 px a graph drawing keeps its natural size; its box scrolls and takes
+    focus."""
     p = demo_page(DEMO, **PHONE)
     graph = p.page.locator("article .cell_output img[src$='.svg']")
     expect(graph).to_have_count(1)
-    natural, shown = graph.evaluate("el => [el.naturalWidth, el.getBoundingClientRect().width]")
+    natural, shown = graph.evaluate(
+        "el => [el.naturalWidth, el.getBoundingClientRect().width]"
+    )
     assert shown == pytest.approx(natural, abs=1)
     box = p.page.locator("article .cell_output.bl-scroll")
     if natural > box.evaluate("el => el.clientWidth"):

@@ -19,7 +19,7 @@ from . import layers
 __all__ = ["LAYER_NAMES", "check_layer", "check_all_layers"]
 
 
-# ---- one layer at a time -----------------------------------------------------------
+# ---- one layer at a time -------------------------------------------------------
 # Each spec: the float inputs (name -> array), a forward taking those arrays and
 # returning (out, cache), and a backward that adds into buffers (name -> array).
 
@@ -32,45 +32,67 @@ def _layer_spec(name: str, rng: np.random.Generator):
             [[0, 3, 3], [4, 0, 1]]
         )  # token 3 twice and token 0 twice: scatter-add
         arrays = {"wte": r((V, C)), "wpe": r((T + 1, C))}
-        fwd = lambda a: layers.encoder_forward(a["wte"], a["wpe"], idx)
-        bwd = lambda g, dout, cache: layers.encoder_backward(
-            g["wte"], g["wpe"], dout, cache
-        )
+
+        def fwd(a):
+            return layers.encoder_forward(a["wte"], a["wpe"], idx)
+
+        def bwd(g, dout, cache):
+            return layers.encoder_backward(g["wte"], g["wpe"], dout, cache)
     elif name == "layernorm":
         arrays = {"inp": r((B, T, C)), "weight": r(C), "bias": r(C)}
-        fwd = lambda a: layers.layernorm_forward(a["inp"], a["weight"], a["bias"])
-        bwd = lambda g, dout, cache: layers.layernorm_backward(
-            g["inp"], g["weight"], g["bias"], dout, cache
-        )
+
+        def fwd(a):
+            return layers.layernorm_forward(a["inp"], a["weight"], a["bias"])
+
+        def bwd(g, dout, cache):
+            return layers.layernorm_backward(
+                g["inp"], g["weight"], g["bias"], dout, cache
+            )
     elif name == "matmul":
         arrays = {"inp": r((B, T, C)), "weight": r((3, C)), "bias": r(3)}
-        fwd = lambda a: layers.matmul_forward(a["inp"], a["weight"], a["bias"])
-        bwd = lambda g, dout, cache: layers.matmul_backward(
-            g["inp"], g["weight"], g["bias"], dout, cache
-        )
+
+        def fwd(a):
+            return layers.matmul_forward(a["inp"], a["weight"], a["bias"])
+
+        def bwd(g, dout, cache):
+            return layers.matmul_backward(
+                g["inp"], g["weight"], g["bias"], dout, cache
+            )
     elif name == "attention":
         arrays = {"inp": r((B, T, 3 * C))}
-        fwd = lambda a: layers.attention_forward(a["inp"], NH)
-        bwd = lambda g, dout, cache: layers.attention_backward(
-            g["inp"], dout, cache
-        )
+
+        def fwd(a):
+            return layers.attention_forward(a["inp"], NH)
+
+        def bwd(g, dout, cache):
+            return layers.attention_backward(g["inp"], dout, cache)
     elif name == "gelu":
         arrays = {"inp": 2 * r((B, T, C))}
-        fwd = lambda a: layers.gelu_forward(a["inp"])
-        bwd = lambda g, dout, cache: layers.gelu_backward(g["inp"], dout, cache)
+
+        def fwd(a):
+            return layers.gelu_forward(a["inp"])
+
+        def bwd(g, dout, cache):
+            return layers.gelu_backward(g["inp"], dout, cache)
     elif name == "residual":
         arrays = {"inp1": r((B, T, C)), "inp2": r((B, T, C))}
-        fwd = lambda a: layers.residual_forward(a["inp1"], a["inp2"])
-        bwd = lambda g, dout, cache: layers.residual_backward(
-            g["inp1"], g["inp2"], dout, cache
-        )
+
+        def fwd(a):
+            return layers.residual_forward(a["inp1"], a["inp2"])
+
+        def bwd(g, dout, cache):
+            return layers.residual_backward(g["inp1"], g["inp2"], dout, cache)
     elif name == "crossentropy_softmax":
         targets = np.array([[1, 4, 4], [0, 2, 1]])
         arrays = {"logits": r((B, T, V))}
-        fwd = lambda a: layers.crossentropy_softmax_forward(a["logits"], targets)
-        bwd = lambda g, dout, cache: layers.crossentropy_softmax_backward(
-            g["logits"], float(dout), cache
-        )
+
+        def fwd(a):
+            return layers.crossentropy_softmax_forward(a["logits"], targets)
+
+        def bwd(g, dout, cache):
+            return layers.crossentropy_softmax_backward(
+                g["logits"], float(dout), cache
+            )
     else:
         raise ValueError(
             f"check_layer: unknown layer {name!r}; expected one of {LAYER_NAMES}"
@@ -120,7 +142,8 @@ def check_layer(
 def check_all_layers(
     seed: int = 0, eps: float = 1e-6, tol: float = 1e-7
 ) -> CheckTable:
-    """Every layer's backward against centered differences (float64), one table."""
+    """Every layer's backward against centered differences (float64), one
+    table."""
     table = CheckTable("each layer's backward vs centered differences (float64)")
     for name in LAYER_NAMES:
         table.rows += check_layer(name, seed, eps, tol)

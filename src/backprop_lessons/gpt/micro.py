@@ -163,13 +163,16 @@ def micro_backward(params, config: MicroGPTConfig, cache) -> dict:
     buffers (the residual stream's gradient dx collects both branches)."""
     grads = {name: np.zeros_like(a) for name, a in params.items()}
     T, C = cache["logits"].shape[1], config.n_embd
-    zeros = lambda n: np.zeros((1, T, n))  # (1, T, n)
+
+    def zeros(n):
+        return np.zeros((1, T, n))  # (1, T, n)
+
     dlogits = zeros(config.vocab_size)
     crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
     dx = zeros(C)
     matmul_backward(dx, grads["lm_head"], None, dlogits, cache["lm_head"])
     for l in reversed(range(config.n_layer)):
-        c, g = cache["blocks"][l], lambda name: grads[f"layer{l}.{name}"]
+        c, g = cache["blocks"][l], lambda name, l=l: grads[f"layer{l}.{name}"]
         dx_mid, dm, df, dh = zeros(C), zeros(C), zeros(4 * C), zeros(C)
         residual_backward(dx_mid, dm, dx)  # x_out = x_mid + mlp(x_mid)
         dr = zeros(4 * C)

@@ -1,9 +1,12 @@
-"""A PyTorch twin of the hand-written GPT, built from the same parameter dict, for checking.
+"""A PyTorch twin of the hand-written GPT, built from the same parameter dict,
+for checking.
 
 `torch_forward_backward(params, config, idx, targets)` copies every NumPy
 parameter into a leaf tensor (same dtype), runs the same model with
-PyTorch's own functions (`F.layer_norm`, `F.linear`, `F.gelu(approximate="tanh")`,
-`softmax`, `F.cross_entropy`; attention written out as in nanoGPT), lets autograd compute the gradients and returns `(loss, grads)` as NumPy.
+PyTorch's own functions (`F.layer_norm`, `F.linear`,
+`F.gelu(approximate="tanh")`, `softmax`, `F.cross_entropy`; attention written
+out as in nanoGPT), lets autograd compute the gradients and returns
+`(loss, grads)` as NumPy.
 `compare_gpt_with_torch` puts the two side by side in a `gradcheck.CheckTable`.
 
 This is the only module of `backprop_lessons.gpt` that imports torch; the
@@ -90,7 +93,8 @@ def torch_gpt_loss(
 
 
 def torch_forward_backward(params, config: GPTConfig, idx, targets):
-    """(loss, grads) computed by PyTorch autograd on copies of `params` (same dtype)."""
+    """(loss, grads) computed by PyTorch autograd on copies of `params` (same
+    dtype)."""
     check_params(params, config)
     tp = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
     idx_t, targets_t = (

@@ -1,4 +1,5 @@
-"""Drawing: computation graphs with graphviz (`graph`), figures with matplotlib (`plots`).
+"""Drawing: computation graphs with graphviz (`graph`), figures with matplotlib
+(`plots`).
 
     draw_graph, require_dot   graph.py: a scalar graph as a graphviz drawing
     plots                     plots.py: figures sized for the book's text

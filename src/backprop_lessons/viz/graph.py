@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 import graphviz
 
@@ -20,17 +20,19 @@ __all__ = ["draw_graph", "require_dot", "GraphDrawing"]
 
 _INSTALL_HINT = (
     "graphviz's `dot` program was not found. Install graphviz: "
-    "`apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS), "
+    "`apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` "
+    "(macOS), "
     "or `conda install graphviz`; Colab has it already."
 )
 
-HIGHLIGHT = "#ffd54f"   # the node being processed
-RECEIVED = "#c8e6c9"    # a node whose gradient has been updated
+HIGHLIGHT = "#ffd54f"  # the node being processed
+RECEIVED = "#c8e6c9"  # a node whose gradient has been updated
 
 
 @functools.lru_cache(maxsize=1)
 def require_dot() -> tuple[int, ...]:
-    """Return graphviz's version, or raise RuntimeError saying how to install it."""
+    """Return graphviz's version, or raise RuntimeError saying how to install
+    it."""
     try:
         return graphviz.version()
     except graphviz.ExecutableNotFound:
@@ -61,10 +63,17 @@ def _fmt(x: float, digits: int) -> str:
     return "0." + "0" * digits if s == "-0." + "0" * digits else s  # no "-0.0000"
 
 
-def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
-               digits: int = 4, highlight: Value | None = None,
-               marked: Iterable[Value] = (), order: list[Value] | None = None,
-               compact: bool = False) -> GraphDrawing:
+def draw_graph(
+    root: Value,
+    *,
+    rankdir: str = "LR",
+    show_grad: bool = True,
+    digits: int = 4,
+    highlight: Value | None = None,
+    marked: Iterable[Value] = (),
+    order: list[Value] | None = None,
+    compact: bool = False,
+) -> GraphDrawing:
     """Draw the graph that produced `root`.
 
     highlight: one value to fill in yellow (e.g. the node a stepper is at).
@@ -77,7 +86,9 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
     """
     require_dot()
     if rankdir not in ("LR", "TB", "RL", "BT"):
-        raise ValueError(f"draw_graph: rankdir must be LR, TB, RL or BT, got {rankdir!r}")
+        raise ValueError(
+            f"draw_graph: rankdir must be LR, TB, RL or BT, got {rankdir!r}"
+        )
     order = order if order is not None else topological_order(root)
     name = {id(v): f"v{i}" for i, v in enumerate(order)}
     marked_ids = {id(v) for v in marked}
@@ -96,9 +107,11 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
     # A record's fields run across the rank direction; braces turn them.
     # Stacked fields therefore need braces only when ranks run top to bottom.
     braces = not compact or rankdir in ("TB", "BT")
-    dot = GraphDrawing(graph_attr=graph_attr,
-                       node_attr={"fontname": "Helvetica", "fontsize": "11"},
-                       edge_attr=edge_attr)
+    dot = GraphDrawing(
+        graph_attr=graph_attr,
+        node_attr={"fontname": "Helvetica", "fontsize": "11"},
+        edge_attr=edge_attr,
+    )
     for v in order:
         n = name[id(v)]
         fields = [_escape(v.label) or " ", f"data {_fmt(v.data, digits)}"]
@@ -110,8 +123,13 @@ def draw_graph(root: Value, *, rankdir: str = "LR", show_grad: bool = True,
         elif id(v) in marked_ids:
             style = {"style": "filled", "fillcolor": RECEIVED}
         record = " | ".join(fields)
-        dot.node(n, "{ " + record + " }" if braces else record, shape="record",
-                 **record_attr, **style)
+        dot.node(
+            n,
+            "{ " + record + " }" if braces else record,
+            shape="record",
+            **record_attr,
+            **style,
+        )
         if v._op:
             dot.node(n + "_op", v._op, **op_attr)
             dot.edge(n + "_op", n)

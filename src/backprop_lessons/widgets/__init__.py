@@ -1,4 +1,5 @@
-"""Interactive steppers and self-checks that work in Jupyter, in Colab and in the static book.
+"""Interactive steppers and self-checks that work in Jupyter, in Colab and in the
+static book.
 
 Every frame (an SVG drawing of the graph plus a short HTML explanation) is
 computed in Python when the widget is built and stored in the widget's state.
@@ -22,5 +23,13 @@ from .backward import BackwardStepper, backward_frames
 from .selfcheck import ChoiceCheck, NumberCheck, SelfCheck, Verdict
 from .toposort import TopoSortStepper, toposort_frames
 
-__all__ = ["BackwardStepper", "TopoSortStepper", "backward_frames", "toposort_frames",
-           "NumberCheck", "ChoiceCheck", "SelfCheck", "Verdict"]
+__all__ = [
+    "BackwardStepper",
+    "TopoSortStepper",
+    "backward_frames",
+    "toposort_frames",
+    "NumberCheck",
+    "ChoiceCheck",
+    "SelfCheck",
+    "Verdict",
+]

@@ -1,4 +1,5 @@
-"""Self-checks: questions the reader answers on the page, checked without a kernel.
+"""Self-checks: questions the reader answers on the page, checked without a
+kernel.
 
     NumberCheck   a question with a numeric answer, right within a tolerance
     ChoiceCheck   a multiple-choice question, with feedback per wrong choice
@@ -42,7 +43,9 @@ _HERE = pathlib.Path(__file__).parent
 
 # The same patterns as selfcheck.js (ASCII digits only, as JavaScript's \d).
 _SPACES = re.compile("[ \t\n\r\f\v\u00a0\u2009\u202f]")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?", re.IGNORECASE | re.ASCII)
+_NUMBER = re.compile(
+    r"[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?", re.IGNORECASE | re.ASCII
+)
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", re.ASCII)
 
 
@@ -69,7 +72,11 @@ def parse_number(text: str) -> float | None:
     if len(parts) > 2 or not all(_NUMBER.fullmatch(p) for p in parts):
         return None
     try:
-        value = float(parts[0]) / float(parts[1]) if len(parts) == 2 else float(parts[0])
+        value = (
+            float(parts[0]) / float(parts[1])
+            if len(parts) == 2
+            else float(parts[0])
+        )
     except ZeroDivisionError:
         return None
     return value if math.isfinite(value) else None
@@ -77,7 +84,9 @@ def parse_number(text: str) -> float | None:
 
 def _inline(text: str) -> str:
     """Plain text to HTML: escaped, with `code` spans."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(text), quote=False))
+    return re.sub(
+        r"`([^`]+)`", r"<code>\1</code>", html.escape(str(text), quote=False)
+    )
 
 
 def _plain(text: str) -> str:
@@ -86,7 +95,9 @@ def _plain(text: str) -> str:
 
 def _check_text(who: str, name: str, value) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{who}: {name} must be a string, got {type(value).__name__}")
+        raise TypeError(
+            f"{who}: {name} must be a string, got {type(value).__name__}"
+        )
     return value
 
 
@@ -97,9 +108,11 @@ class SelfCheck(anywidget.AnyWidget):
     _css = (_HERE / "selfcheck.css").read_text(encoding="utf-8")
 
     kind = traitlets.Unicode("number").tag(sync=True)
-    question = traitlets.Unicode("").tag(sync=True)         # HTML (from plain text)
-    hint = traitlets.Unicode("").tag(sync=True)             # HTML, shown with a wrong answer
-    explanation = traitlets.Unicode("").tag(sync=True)      # HTML, shown with a right answer
+    question = traitlets.Unicode("").tag(sync=True)  # HTML (from plain text)
+    hint = traitlets.Unicode("").tag(sync=True)  # HTML, shown with a wrong answer
+    explanation = traitlets.Unicode("").tag(
+        sync=True
+    )  # HTML, shown with a right answer
     # Written by the front end when the reader checks an answer (a live
     # kernel sees them; the static page has nothing to send them to).
     response = traitlets.Unicode("").tag(sync=True)
@@ -117,38 +130,69 @@ class NumberCheck(SelfCheck):
     The defaults accept only the exact value (up to float round-off): pass
     a tolerance when the reader is asked to round, and say so in the question.
 
-    >>> NumberCheck("For f = relu(a*b + d) at a = 2, b = -3, d = 10, what is ∂f/∂a?",
-    ...             answer=-3, hint="The product sends b to a.")    # doctest: +SKIP
+    >>> NumberCheck(                                          # doctest: +SKIP
+    ...     "For f = relu(a*b + d) at a = 2, b = -3, d = 10, what is ∂f/∂a?",
+    ...     answer=-3, hint="The product sends b to a.")
     """
 
     answer = traitlets.Float(0.0).tag(sync=True)
-    answer_text = traitlets.Unicode("").tag(sync=True)      # how "Show the answer" writes it
+    answer_text = traitlets.Unicode("").tag(
+        sync=True
+    )  # how "Show the answer" writes it
     tolerance = traitlets.Float(1e-9).tag(sync=True)
     rel_tolerance = traitlets.Float(1e-9).tag(sync=True)
-    unit = traitlets.Unicode("").tag(sync=True)             # shown after the box, e.g. "bytes"
+    unit = traitlets.Unicode("").tag(
+        sync=True
+    )  # shown after the box, e.g. "bytes"
 
-    def __init__(self, question: str, answer: float, *, tolerance: float = 1e-9,
-                 rel_tolerance: float = 1e-9, hint: str = "", explanation: str = "",
-                 unit: str = "", answer_text: str | None = None, **kwargs):
+    def __init__(
+        self,
+        question: str,
+        answer: float,
+        *,
+        tolerance: float = 1e-9,
+        rel_tolerance: float = 1e-9,
+        hint: str = "",
+        explanation: str = "",
+        unit: str = "",
+        answer_text: str | None = None,
+        **kwargs,
+    ):
         who = "NumberCheck"
         _check_text(who, "question", question)
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-            raise TypeError(f"{who}: answer must be a number, got {type(answer).__name__}")
+            raise TypeError(
+                f"{who}: answer must be a number, got {type(answer).__name__}"
+            )
         if not math.isfinite(float(answer)):
             raise ValueError(f"{who}: answer must be finite, got {answer!r}")
-        for name, tol in (("tolerance", tolerance), ("rel_tolerance", rel_tolerance)):
-            if not (isinstance(tol, (int, float)) and not isinstance(tol, bool)
-                    and math.isfinite(tol) and tol >= 0):
-                raise ValueError(f"{who}: {name} must be a finite number >= 0, got {tol!r}")
+        for name, tol in (
+            ("tolerance", tolerance),
+            ("rel_tolerance", rel_tolerance),
+        ):
+            if not (
+                isinstance(tol, (int, float))
+                and not isinstance(tol, bool)
+                and math.isfinite(tol)
+                and tol >= 0
+            ):
+                raise ValueError(
+                    f"{who}: {name} must be a finite number >= 0, got {tol!r}"
+                )
         if answer_text is None:
             answer_text = f"{float(answer):.12g}"
-        super().__init__(kind="number", question=_inline(question), answer=float(answer),
-                         tolerance=float(tolerance), rel_tolerance=float(rel_tolerance),
-                         hint=_inline(_check_text(who, "hint", hint)),
-                         explanation=_inline(_check_text(who, "explanation", explanation)),
-                         unit=_inline(_check_text(who, "unit", unit)),
-                         answer_text=_inline(_check_text(who, "answer_text", answer_text)),
-                         **kwargs)
+        super().__init__(
+            kind="number",
+            question=_inline(question),
+            answer=float(answer),
+            tolerance=float(tolerance),
+            rel_tolerance=float(rel_tolerance),
+            hint=_inline(_check_text(who, "hint", hint)),
+            explanation=_inline(_check_text(who, "explanation", explanation)),
+            unit=_inline(_check_text(who, "unit", unit)),
+            answer_text=_inline(_check_text(who, "answer_text", answer_text)),
+            **kwargs,
+        )
         self._plain_question = _plain(question)
 
     def check(self, response) -> Verdict:
@@ -157,15 +201,21 @@ class NumberCheck(SelfCheck):
             return Verdict("empty", "Type an answer first.", "")
         x = parse_number(text)
         if x is None:
-            return Verdict("invalid", "That is not a number this check can read.",
-                           "Type for example -3, 0.25, 1/4 or 2e-3.")
+            return Verdict(
+                "invalid",
+                "That is not a number this check can read.",
+                "Type for example -3, 0.25, 1/4 or 2e-3.",
+            )
         a = self.answer
         allowed = max(self.tolerance, self.rel_tolerance * abs(a))
         if abs(x - a) <= allowed:
             return Verdict("correct", "Correct.", self.explanation)
         if a != 0 and abs(-x - a) <= allowed:
-            return Verdict("wrong", "Not right yet: the size is right, the sign is not.",
-                           self.hint)
+            return Verdict(
+                "wrong",
+                "Not right yet: the size is right, the sign is not.",
+                self.hint,
+            )
         return Verdict("wrong", "Not right yet.", self.hint)
 
     def __repr__(self) -> str:
@@ -188,46 +238,80 @@ class ChoiceCheck(SelfCheck):
     choices = traitlets.List(traitlets.Unicode()).tag(sync=True)
     choice_hints = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
-    def __init__(self, question: str, choices: Sequence[str], answer: int | str, *,
-                 hints: Sequence[str] | dict | None = None, hint: str = "",
-                 explanation: str = "", **kwargs):
+    def __init__(
+        self,
+        question: str,
+        choices: Sequence[str],
+        answer: int | str,
+        *,
+        hints: Sequence[str] | dict | None = None,
+        hint: str = "",
+        explanation: str = "",
+        **kwargs,
+    ):
         who = "ChoiceCheck"
         _check_text(who, "question", question)
         if isinstance(choices, str) or not isinstance(choices, Sequence):
-            raise TypeError(f"{who}: choices must be a list of strings, got {type(choices).__name__}")
-        choices = [_check_text(who, f"choices[{i}]", c) for i, c in enumerate(choices)]
+            raise TypeError(
+                f"{who}: choices must be a list of strings, got "
+                f"{type(choices).__name__}"
+            )
+        choices = [
+            _check_text(who, f"choices[{i}]", c) for i, c in enumerate(choices)
+        ]
         if len(choices) < 2:
-            raise ValueError(f"{who}: expected at least 2 choices, got {len(choices)}")
+            raise ValueError(
+                f"{who}: expected at least 2 choices, got {len(choices)}"
+            )
         if len(set(choices)) != len(choices):
-            raise ValueError(f"{who}: choices must be different from each other: {choices}")
+            raise ValueError(
+                f"{who}: choices must be different from each other: {choices}"
+            )
         index = self._index(who, "answer", answer, choices)
         per_choice = [""] * len(choices)
         if isinstance(hints, dict):
             for key, text in hints.items():
-                per_choice[self._index(who, "hints key", key, choices)] = \
+                per_choice[self._index(who, "hints key", key, choices)] = (
                     _check_text(who, f"hints[{key!r}]", text)
+                )
         elif hints is not None:
             if len(hints) != len(choices):
-                raise ValueError(f"{who}: hints must have one entry per choice "
-                                 f"({len(choices)}), got {len(hints)}")
-            per_choice = [_check_text(who, f"hints[{i}]", h) for i, h in enumerate(hints)]
-        super().__init__(kind="choice", question=_inline(question), answer=index,
-                         choices=[_inline(c) for c in choices],
-                         choice_hints=[_inline(h) for h in per_choice],
-                         hint=_inline(_check_text(who, "hint", hint)),
-                         explanation=_inline(_check_text(who, "explanation", explanation)),
-                         **kwargs)
+                raise ValueError(
+                    f"{who}: hints must have one entry per choice "
+                    f"({len(choices)}), got {len(hints)}"
+                )
+            per_choice = [
+                _check_text(who, f"hints[{i}]", h) for i, h in enumerate(hints)
+            ]
+        super().__init__(
+            kind="choice",
+            question=_inline(question),
+            answer=index,
+            choices=[_inline(c) for c in choices],
+            choice_hints=[_inline(h) for h in per_choice],
+            hint=_inline(_check_text(who, "hint", hint)),
+            explanation=_inline(_check_text(who, "explanation", explanation)),
+            **kwargs,
+        )
         self._plain_question = _plain(question)
 
     @staticmethod
     def _index(who: str, name: str, key, choices: list[str]) -> int:
         if isinstance(key, str):
             if key not in choices:
-                raise ValueError(f"{who}: {name} {key!r} is not one of the choices {choices}")
+                raise ValueError(
+                    f"{who}: {name} {key!r} is not one of the choices {choices}"
+                )
             return choices.index(key)
-        if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < len(choices):
-            raise ValueError(f"{who}: {name} must be a choice's text or an index "
-                             f"0..{len(choices) - 1}, got {key!r}")
+        if (
+            isinstance(key, bool)
+            or not isinstance(key, int)
+            or not 0 <= key < len(choices)
+        ):
+            raise ValueError(
+                f"{who}: {name} must be a choice's text or an index "
+                f"0..{len(choices) - 1}, got {key!r}"
+            )
         return key
 
     def check(self, response) -> Verdict:
