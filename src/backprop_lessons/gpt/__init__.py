@@ -25,6 +25,7 @@ from .model import (
     num_parameters,
     parameter_shapes,
 )
+from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (ch. 9)
 
 __all__ = [
     "GPTConfig",
@@ -35,4 +36,5 @@ __all__ = [
     "check_params",
     "gpt_forward",
     "gpt_backward",
+    "load_hf_gpt2",
 ]
