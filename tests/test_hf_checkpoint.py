@@ -1,4 +1,5 @@
-"""Tests of backprop_lessons.gpt.hf_checkpoint: transformers' GPT-2 checkpoints in the book's GPT.
+"""Tests of backprop_lessons.gpt.hf_checkpoint: transformers' GPT-2 checkpoints
+in the book's GPT.
 
 A small random `GPT2LMHeadModel` (float64, eager attention, every weight
 perturbed so that no bias is zero and no gain is one) is saved with
@@ -13,13 +14,26 @@ GPT-2 small's real shape (124M parameters) is checked in float64.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
-from backprop_lessons.gpt import (GPTConfig, gpt_backward, gpt_forward, load_hf_gpt2,
-                                  num_parameters)
-from backprop_lessons.gpt.hf_checkpoint import CONV1D_PARAMETERS, compare_with_transformers
+from backprop_lessons.gpt import (
+    GPTConfig,
+    gpt_backward,
+    gpt_forward,
+    load_hf_gpt2,
+    num_parameters,
+)
+from backprop_lessons.gpt.checks import CheckRow, CheckTable
+from backprop_lessons.gpt.hf_checkpoint import (
+    CONV1D_PARAMETERS,
+    compare_with_transformers,
+    config_from_hf,
+    format_against_tolerance,
+    hub_is_reachable,
+)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -29,14 +43,20 @@ SMALL = dict(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
 
 
 def gpt2_config(**overrides):
-    """A transformers GPT2Config; special tokens inside the small vocabulary, eager attention."""
-    settings = {**SMALL, "bos_token_id": 0, "eos_token_id": 0, "attn_implementation": "eager",
-                **overrides}
+    """A transformers GPT2Config: special tokens inside the small vocabulary,
+    eager attention."""
+    settings = {
+        **SMALL,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "attn_implementation": "eager",
+        **overrides,
+    }
     return transformers.GPT2Config(**settings)
 
 
 def random_gpt2(seed=0, **overrides):
-    """A float64 GPT2LMHeadModel in eval mode (no dropout), every weight perturbed."""
+    """A float64 GPT2LMHeadModel in eval mode (no dropout), weights perturbed."""
     torch.manual_seed(seed)
     model = transformers.GPT2LMHeadModel(gpt2_config(**overrides)).double().eval()
     with torch.no_grad():
@@ -53,29 +73,41 @@ def model():
 @pytest.fixture(scope="module")
 def batch():
     rng = np.random.default_rng(0)
-    return rng.integers(0, SMALL["vocab_size"], (3, 12)), rng.integers(0, SMALL["vocab_size"], (3, 12))
+    return rng.integers(0, SMALL["vocab_size"], (3, 12)), rng.integers(
+        0, SMALL["vocab_size"], (3, 12)
+    )
 
 
-# Each of the book's parameters: its transformers name, and whether it is a Conv1D weight.
+# Each of the book's parameters and its name in transformers' GPT2LMHeadModel.
 HF_NAMES = {
-    "wte": "transformer.wte.weight", "wpe": "transformer.wpe.weight",
-    "ln1w": "transformer.h.{l}.ln_1.weight", "ln1b": "transformer.h.{l}.ln_1.bias",
-    "qkvw": "transformer.h.{l}.attn.c_attn.weight", "qkvb": "transformer.h.{l}.attn.c_attn.bias",
+    "wte": "transformer.wte.weight",
+    "wpe": "transformer.wpe.weight",
+    "ln1w": "transformer.h.{l}.ln_1.weight",
+    "ln1b": "transformer.h.{l}.ln_1.bias",
+    "qkvw": "transformer.h.{l}.attn.c_attn.weight",
+    "qkvb": "transformer.h.{l}.attn.c_attn.bias",
     "attprojw": "transformer.h.{l}.attn.c_proj.weight",
     "attprojb": "transformer.h.{l}.attn.c_proj.bias",
-    "ln2w": "transformer.h.{l}.ln_2.weight", "ln2b": "transformer.h.{l}.ln_2.bias",
-    "fcw": "transformer.h.{l}.mlp.c_fc.weight", "fcb": "transformer.h.{l}.mlp.c_fc.bias",
-    "fcprojw": "transformer.h.{l}.mlp.c_proj.weight", "fcprojb": "transformer.h.{l}.mlp.c_proj.bias",
-    "lnfw": "transformer.ln_f.weight", "lnfb": "transformer.ln_f.bias",
+    "ln2w": "transformer.h.{l}.ln_2.weight",
+    "ln2b": "transformer.h.{l}.ln_2.bias",
+    "fcw": "transformer.h.{l}.mlp.c_fc.weight",
+    "fcb": "transformer.h.{l}.mlp.c_fc.bias",
+    "fcprojw": "transformer.h.{l}.mlp.c_proj.weight",
+    "fcprojb": "transformer.h.{l}.mlp.c_proj.bias",
+    "lnfw": "transformer.ln_f.weight",
+    "lnfb": "transformer.ln_f.bias",
 }
 TRANSPOSED = {"qkvw", "attprojw", "fcw", "fcprojw"}
 
 
 def transformers_gradients(model, idx, targets):
-    """Loss, logits and gradients of transformers' model, under the book's names (mapped here)."""
+    """Loss, logits and gradients of transformers' model, under the book's
+    names (mapped here, not by the loader)."""
     model.zero_grad(set_to_none=True)
     logits = model(input_ids=torch.as_tensor(idx)).logits
-    loss = F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(targets).flatten())
+    loss = F.cross_entropy(
+        logits.flatten(0, 1), torch.as_tensor(targets).flatten()
+    )
     loss.backward()
     params = dict(model.named_parameters())
 
@@ -85,8 +117,12 @@ def transformers_gradients(model, idx, targets):
     grads = {}
     for name, key in HF_NAMES.items():
         if "{l}" in key:
-            per_layer = [grad(key.format(l=l)) for l in range(model.config.n_layer)]
-            grads[name] = np.stack([g.T if name in TRANSPOSED else g for g in per_layer])
+            per_layer = [
+                grad(key.format(l=l)) for l in range(model.config.n_layer)
+            ]
+            grads[name] = np.stack(
+                [g.T if name in TRANSPOSED else g for g in per_layer]
+            )
         else:
             grads[name] = grad(key)
     return loss.item(), logits.detach().numpy(), grads
@@ -96,12 +132,17 @@ def relative_error(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-# ---- round trips -------------------------------------------------------------------------
+# ---- round trips --------------------------------------------------------------
 
-def test_save_pretrained_round_trip_matches_logits_loss_and_every_gradient(model, batch, tmp_path):
+
+def test_save_pretrained_round_trip_matches_logits_loss_and_every_gradient(
+    model, batch, tmp_path
+):
     model.save_pretrained(tmp_path)
     config, params = load_hf_gpt2(tmp_path, dtype=np.float64)
-    assert config == GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32)
+    assert config == GPTConfig(
+        vocab_size=50, block_size=16, n_layer=2, n_head=4, n_embd=32
+    )
     assert num_parameters(params) == sum(p.numel() for p in model.parameters())
     idx, targets = batch
     loss, cache = gpt_forward(params, config, idx, targets)
@@ -121,7 +162,9 @@ def test_every_source_gives_the_same_parameters(model, tmp_path):
     state = model.state_dict()  # prefixed keys, lm_head.weight tied to wte
     _, from_tensors = load_hf_gpt2(state, dtype=np.float64, config=model.config)
     arrays = {k.removeprefix("transformer."): v.numpy() for k, v in state.items()}
-    _, from_arrays = load_hf_gpt2(arrays, dtype=np.float64, config=model.config.to_dict())
+    _, from_arrays = load_hf_gpt2(
+        arrays, dtype=np.float64, config=model.config.to_dict()
+    )
     for other in (from_model, from_tensors, from_arrays):
         assert list(other) == list(from_dir)
         for name in from_dir:
@@ -141,9 +184,15 @@ def test_conv1d_weights_are_transposed_and_stacked(model):
     _, params = load_hf_gpt2(model, dtype=np.float64)
     state = model.state_dict()
     assert set(CONV1D_PARAMETERS) == TRANSPOSED
-    np.testing.assert_array_equal(params["qkvw"][1], state["transformer.h.1.attn.c_attn.weight"].T)
-    np.testing.assert_array_equal(params["fcprojw"][0], state["transformer.h.0.mlp.c_proj.weight"].T)
-    np.testing.assert_array_equal(params["ln2b"][1], state["transformer.h.1.ln_2.bias"])
+    np.testing.assert_array_equal(
+        params["qkvw"][1], state["transformer.h.1.attn.c_attn.weight"].T
+    )
+    np.testing.assert_array_equal(
+        params["fcprojw"][0], state["transformer.h.0.mlp.c_proj.weight"].T
+    )
+    np.testing.assert_array_equal(
+        params["ln2b"][1], state["transformer.h.1.ln_2.bias"]
+    )
     assert all(p.flags.c_contiguous for p in params.values())
 
 
@@ -156,7 +205,9 @@ def test_dtype_and_copies(model):
 
 
 def test_old_checkpoints_causal_mask_buffers_are_skipped(model):
-    state = {k.removeprefix("transformer."): v for k, v in model.state_dict().items()}
+    state = {
+        k.removeprefix("transformer."): v for k, v in model.state_dict().items()
+    }
     state["h.0.attn.bias"] = torch.ones(1, 1, 16, 16)
     state["h.1.attn.masked_bias"] = torch.tensor(-1e4)
     config, params = load_hf_gpt2(state, config=model.config)
@@ -172,27 +223,36 @@ def test_compare_with_transformers_table(model, batch):
 
 
 def test_compare_with_transformers_refuses_an_untied_model(batch):
-    """A model whose LM head is not wte cannot be the book's GPT: refused before running."""
+    """A model whose LM head is not wte cannot be the book's GPT: refused."""
     broken = random_gpt2(tie_word_embeddings=False)
     with pytest.raises(ValueError, match="tie_word_embeddings"):
         compare_with_transformers(broken, *batch)
 
 
-# ---- checkpoints that do not fit ---------------------------------------------------------
+# ---- checkpoints that do not fit ----------------------------------------------
+
 
 def state_of(model):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"activation_function": "relu"}, "activation_function='relu'"),
-    ({"activation_function": "gelu"}, "activation_function='gelu'"),
-    ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon=1e-06"),
-    ({"n_inner": 64}, "n_inner=64"),
-    ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
-    ({"scale_attn_weights": False}, "scale_attn_weights"),
-])
-def test_config_that_computes_something_else_is_refused(model, overrides, message):
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"activation_function": "relu"}, "activation_function='relu'"),
+        ({"activation_function": "gelu"}, "activation_function='gelu'"),
+        ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon=1e-06"),
+        ({"n_inner": 64}, "n_inner=64"),
+        (
+            {"scale_attn_by_inverse_layer_idx": True},
+            "scale_attn_by_inverse_layer_idx",
+        ),
+        ({"scale_attn_weights": False}, "scale_attn_weights"),
+    ],
+)
+def test_config_that_computes_something_else_is_refused(
+    model, overrides, message
+):
     config = {**gpt2_config().to_dict(), **overrides}
     with pytest.raises(ValueError, match=message):
         load_hf_gpt2(state_of(model), config=config)
@@ -207,7 +267,9 @@ def test_other_model_type_is_refused(model):
 def test_missing_key_is_named(model):
     state = state_of(model)
     del state["transformer.h.1.mlp.c_fc.bias"]
-    with pytest.raises(ValueError, match=r"no h\.1\.mlp\.c_fc\.bias \(parameter fcb\)"):
+    with pytest.raises(
+        ValueError, match=r"no h\.1\.mlp\.c_fc\.bias \(parameter fcb\)"
+    ):
         load_hf_gpt2(state, config=model.config)
 
 
@@ -215,8 +277,11 @@ def test_wrong_shape_is_named(model):
     state = state_of(model)
     key = "transformer.h.0.attn.c_attn.weight"
     state[key] = state[key].T  # (out, in): already transposed, as in nn.Linear
-    with pytest.raises(ValueError, match=r"h\.0\.attn\.c_attn\.weight has shape \(96, 32\), "
-                                         r"expected \(32, 96\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"h\.0\.attn\.c_attn\.weight has shape \(96, 32\), "
+        r"expected \(32, 96\)",
+    ):
         load_hf_gpt2(state, config=model.config)
 
 
@@ -225,21 +290,27 @@ def test_config_that_does_not_match_the_weights(model):
     with pytest.raises(ValueError, match=r"no h\.2\.ln_1\.weight"):
         load_hf_gpt2(state_of(model), config=config)
     config = {**gpt2_config().to_dict(), "n_layer": 1}
-    with pytest.raises(ValueError, match=r"unexpected tensors \['h\.1\.attn\.c_attn\.bias'"):
+    with pytest.raises(
+        ValueError, match=r"unexpected tensors \['h\.1\.attn\.c_attn\.bias'"
+    ):
         load_hf_gpt2(state_of(model), config=config)
 
 
 def test_unexpected_tensor_is_named(model):
     state = state_of(model)
     state["transformer.h.0.attn.q_attn.weight"] = torch.zeros(32, 32)
-    with pytest.raises(ValueError, match=r"unexpected tensors \['h\.0\.attn\.q_attn\.weight'\]"):
+    with pytest.raises(
+        ValueError, match=r"unexpected tensors \['h\.0\.attn\.q_attn\.weight'\]"
+    ):
         load_hf_gpt2(state, config=model.config)
 
 
 def test_untied_lm_head_is_refused(model):
     state = state_of(model)
     state["lm_head.weight"] = state["lm_head.weight"] + 1.0
-    with pytest.raises(ValueError, match="lm_head.weight differs from wte.weight"):
+    with pytest.raises(
+        ValueError, match="lm_head.weight differs from wte.weight"
+    ):
         load_hf_gpt2(state, config=model.config)
 
 
@@ -268,15 +339,46 @@ def test_bad_sources(model, tmp_path):
 
 def test_config_missing_a_size():
     with pytest.raises(ValueError, match="config has no 'n_head'"):
-        from backprop_lessons.gpt.hf_checkpoint import config_from_hf
-        config_from_hf({"vocab_size": 5, "n_positions": 4, "n_layer": 1, "n_embd": 8})
+        config_from_hf(
+            {"vocab_size": 5, "n_positions": 4, "n_layer": 1, "n_embd": 8}
+        )
 
 
-# ---- GPT-2 small's real shape ----------------------------------------------------------
+# ---- printing and the hub ----------------------------------------------------
+
+
+def test_format_against_tolerance_prints_bounds_not_digits():
+    table = CheckTable(
+        "t",
+        [
+            CheckRow("a", (2,), 1e-16, 3e-15, 1e-9),
+            CheckRow("b", (), 1e-10, 5e-10, 1e-9),
+            CheckRow("c", (3, 4), 1e-3, 2e-3, 1e-9),
+        ],
+    )
+    lines = format_against_tolerance(table).splitlines()
+    assert lines[0] == "t"
+    assert lines[3].split("|")[2:] == ["    < 1e-11 ", "     1e-09 ", " PASS"]
+    assert lines[4].split("|")[2:] == ["    5.0e-10 ", "     1e-09 ", " PASS"]
+    assert lines[5].split("|")[2:] == ["    2.0e-03 ", "     1e-09 ", " FAIL"]
+
+
+def test_hub_is_reachable_answers_quickly_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_is_reachable() is False
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    start = time.perf_counter()
+    assert hub_is_reachable("host.invalid", timeout=1.0) is False
+    assert time.perf_counter() - start < 2.0
+
+
+# ---- GPT-2 small's real shape -------------------------------------------------
+
 
 @pytest.mark.full_size
 def test_gpt2_small_124m_float64_matches_transformers():
-    """12 layers, 12 heads, C = 768, V = 50257, block 1024: 124,439,808 parameters, random init.
+    """12 layers, 12 heads, C = 768, V = 50257, block 1024: 124,439,808
+    parameters, random init.
 
     Loss to 1e-11 and every gradient to 1e-9 (relative) in float64.  About
     5 GB of memory and 10-30 seconds.
@@ -286,7 +388,10 @@ def test_gpt2_small_124m_float64_matches_transformers():
     model = transformers.GPT2LMHeadModel(config).double().eval()
     assert sum(p.numel() for p in model.parameters()) == 124_439_808
     rng = np.random.default_rng(0)
-    idx, targets = rng.integers(0, 50257, (1, 16)), rng.integers(0, 50257, (1, 16))
+    idx, targets = (
+        rng.integers(0, 50257, (1, 16)),
+        rng.integers(0, 50257, (1, 16)),
+    )
     table = compare_with_transformers(model, idx, targets)
     assert table.ok, table.format()
     assert table["loss"].rel_err < 1e-11

@@ -46,17 +46,32 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from .checks import CheckTable, compare_arrays
 from .layers import LAYERNORM_EPS
-from .model import (PARAMETER_TABLE, GPTConfig, check_params, gpt_backward, gpt_forward,
-                    parameter_shapes)
+from .model import (
+    PARAMETER_TABLE,
+    GPTConfig,
+    check_params,
+    gpt_backward,
+    gpt_forward,
+    parameter_shapes,
+)
 
-__all__ = ["load_hf_gpt2", "config_from_hf", "CONV1D_PARAMETERS", "compare_with_transformers",
-           "TRANSFORMERS_TOLERANCES"]
+__all__ = [
+    "load_hf_gpt2",
+    "config_from_hf",
+    "CONV1D_PARAMETERS",
+    "compare_with_transformers",
+    "TRANSFORMERS_TOLERANCES",
+    "format_against_tolerance",
+    "hub_is_reachable",
+]
 
 # Parameters that GPT-2 keeps in Conv1D modules, stored (in, out).
 CONV1D_PARAMETERS = ("qkvw", "attprojw", "fcw", "fcprojw")
@@ -74,29 +89,44 @@ def config_from_hf(hf: dict) -> GPTConfig:
     Raises a ValueError naming the setting when the book's model cannot
     compute what that configuration describes.
     """
+
     def refuse(key, expected):
-        raise ValueError(f"load_hf_gpt2: config {key}={hf.get(key)!r} does not fit the "
-                         f"book's GPT, which needs {expected}")
+        raise ValueError(
+            f"load_hf_gpt2: config {key}={hf.get(key)!r} does not fit the "
+            f"book's GPT, which needs {expected}"
+        )
 
     if hf.get("model_type", "gpt2") != "gpt2":
         refuse("model_type", "'gpt2'")
     if hf.get("activation_function", "gelu_new") not in TANH_GELU:
-        refuse("activation_function", f"the tanh approximation of GELU {TANH_GELU}")
+        refuse(
+            "activation_function", f"the tanh approximation of GELU {TANH_GELU}"
+        )
     if hf.get("layer_norm_epsilon", 1e-5) != LAYERNORM_EPS:
         refuse("layer_norm_epsilon", f"{LAYERNORM_EPS} (layers.LAYERNORM_EPS)")
     if hf.get("n_inner") not in (None, 4 * hf.get("n_embd", 768)):
         refuse("n_inner", "None or 4 * n_embd")
-    for key, value in (("tie_word_embeddings", True), ("scale_attn_weights", True),
-                       ("scale_attn_by_inverse_layer_idx", False),
-                       ("add_cross_attention", False)):
+    for key, value in (
+        ("tie_word_embeddings", True),
+        ("scale_attn_weights", True),
+        ("scale_attn_by_inverse_layer_idx", False),
+        ("add_cross_attention", False),
+    ):
         if hf.get(key, value) != value:
             refuse(key, value)
     try:
-        return GPTConfig(vocab_size=hf["vocab_size"], block_size=hf["n_positions"],
-                         n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"])
+        return GPTConfig(
+            vocab_size=hf["vocab_size"],
+            block_size=hf["n_positions"],
+            n_layer=hf["n_layer"],
+            n_head=hf["n_head"],
+            n_embd=hf["n_embd"],
+        )
     except KeyError as e:
-        raise ValueError(f"load_hf_gpt2: config has no {e.args[0]!r}; a GPT-2 config "
-                         "names vocab_size, n_positions, n_layer, n_head and n_embd") from None
+        raise ValueError(
+            f"load_hf_gpt2: config has no {e.args[0]!r}; a GPT-2 config "
+            "names vocab_size, n_positions, n_layer, n_head and n_embd"
+        ) from None
 
 
 def _as_dict(config) -> dict:
@@ -105,28 +135,37 @@ def _as_dict(config) -> dict:
         return config.to_dict()
     if isinstance(config, dict):
         return config
-    raise TypeError(f"load_hf_gpt2: config must be a GPT2Config or the dict of "
-                    f"config.json, got {type(config).__name__}")
+    raise TypeError(
+        f"load_hf_gpt2: config must be a GPT2Config or the dict of "
+        f"config.json, got {type(config).__name__}"
+    )
 
 
 def _to_numpy(value, key: str) -> np.ndarray:
-    """A NumPy array from an array or a torch tensor (bfloat16 goes via float32)."""
+    """A NumPy array from an array or a torch tensor (bfloat16 via float32)."""
     if hasattr(value, "detach"):  # a torch tensor, without importing torch
         value = value.detach().cpu()
         if str(value.dtype) == "torch.bfloat16":
             value = value.float()
         value = value.numpy()
-    if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.floating):
-        raise ValueError(f"load_hf_gpt2: {key} must be a float array or tensor, got "
-                         f"{getattr(value, 'dtype', type(value).__name__)}")
+    if not isinstance(value, np.ndarray) or not np.issubdtype(
+        value.dtype, np.floating
+    ):
+        raise ValueError(
+            f"load_hf_gpt2: {key} must be a float array or tensor, got "
+            f"{getattr(value, 'dtype', type(value).__name__)}"
+        )
     return value
 
 
 def _read_directory(path: Path) -> tuple[dict, dict]:
-    """(config dict, tensors) from a save_pretrained directory, via safetensors' NumPy API."""
+    """(config dict, tensors) of a save_pretrained directory, read with
+    safetensors' NumPy API."""
     if not (path / "config.json").is_file():
-        raise ValueError(f"load_hf_gpt2: {path} has no config.json; expected a directory "
-                         "written by save_pretrained")
+        raise ValueError(
+            f"load_hf_gpt2: {path} has no config.json; expected a directory "
+            "written by save_pretrained"
+        )
     hf = json.loads((path / "config.json").read_text())
     index = path / "model.safetensors.index.json"
     if index.is_file():
@@ -134,14 +173,18 @@ def _read_directory(path: Path) -> tuple[dict, dict]:
     elif (path / "model.safetensors").is_file():
         files = ["model.safetensors"]
     else:
-        raise ValueError(f"load_hf_gpt2: {path} has no model.safetensors (a .bin "
-                         "checkpoint needs torch's unpickler: re-save it with "
-                         "save_pretrained, which writes safetensors)")
+        raise ValueError(
+            f"load_hf_gpt2: {path} has no model.safetensors (a .bin "
+            "checkpoint needs torch's unpickler: re-save it with "
+            "save_pretrained, which writes safetensors)"
+        )
     try:
         from safetensors import safe_open
     except ImportError:
-        raise ImportError("load_hf_gpt2 reads model.safetensors with the safetensors "
-                          "package: pip install safetensors") from None
+        raise ImportError(
+            "load_hf_gpt2 reads model.safetensors with the safetensors "
+            "package: pip install safetensors"
+        ) from None
     tensors = {}
     for name in files:
         with safe_open(path / name, framework="np") as f:
@@ -150,47 +193,62 @@ def _read_directory(path: Path) -> tuple[dict, dict]:
 
 
 def _gather(tensors: dict, config: GPTConfig, dtype) -> dict[str, np.ndarray]:
-    """The book's parameters from GPT-2's tensors (keys without 'transformer.')."""
+    """The book's parameters from GPT-2's tensors (keys without a prefix)."""
     shapes = parameter_shapes(config)
     expected = set()
     params = {}
     for name, *_, hf_key in PARAMETER_TABLE:
-        keys = ([hf_key.format(l=l) for l in range(config.n_layer)] if "{l}" in hf_key
-                else [hf_key])
+        keys = (
+            [hf_key.format(l=l) for l in range(config.n_layer)]
+            if "{l}" in hf_key
+            else [hf_key]
+        )
         expected.update(keys)
         missing = [k for k in keys if k not in tensors]
         if missing:
-            raise ValueError(f"load_hf_gpt2: the checkpoint has no {', '.join(missing[:3])}"
-                             f"{' ...' if len(missing) > 3 else ''} (parameter {name})")
+            raise ValueError(
+                f"load_hf_gpt2: the checkpoint has no {', '.join(missing[:3])}"
+                f"{' ...' if len(missing) > 3 else ''} (parameter {name})"
+            )
         # one layer's shape, in GPT-2's layout: Conv1D weights are (in, out)
         want = shapes[name][1:] if "{l}" in hf_key else shapes[name]
         if name in CONV1D_PARAMETERS:
             want = want[::-1]
-        parts = []
-        for k in keys:
+        # a new C-contiguous array in `dtype`, never a view of the source;
+        # block l of a stacked parameter goes to out[l]
+        params[name] = out = np.empty(shapes[name], dtype=dtype)
+        for k, dest in zip(keys, out if "{l}" in hf_key else [out]):
             a = _to_numpy(tensors[k], k)
             if a.shape != want:
-                raise ValueError(f"load_hf_gpt2: {k} has shape {a.shape}, expected {want} "
-                                 f"for {config}")
-            parts.append(a.T if name in CONV1D_PARAMETERS else a)
-        stacked = np.stack(parts) if "{l}" in hf_key else parts[0]
-        params[name] = np.array(stacked, dtype=dtype, order="C")  # a copy, in `dtype`
+                raise ValueError(
+                    f"load_hf_gpt2: {k} has shape {a.shape}, expected {want} "
+                    f"for {config}"
+                )
+            dest[...] = a.T if name in CONV1D_PARAMETERS else a
     if "lm_head.weight" in tensors:
         head = _to_numpy(tensors["lm_head.weight"], "lm_head.weight")
         wte = _to_numpy(tensors["wte.weight"], "wte.weight")
         if head.shape != wte.shape or not np.array_equal(head, wte):
-            raise ValueError("load_hf_gpt2: lm_head.weight differs from wte.weight; the "
-                             "book's GPT ties its LM head to the token embedding")
+            raise ValueError(
+                "load_hf_gpt2: lm_head.weight differs from wte.weight; the "
+                "book's GPT ties its LM head to the token embedding"
+            )
         expected.add("lm_head.weight")
-    unexpected = sorted(k for k in tensors if k not in expected and not _MASK_BUFFER.fullmatch(k))
+    unexpected = sorted(
+        k for k in tensors if k not in expected and not _MASK_BUFFER.fullmatch(k)
+    )
     if unexpected:
-        raise ValueError(f"load_hf_gpt2: unexpected tensors {unexpected[:5]}"
-                         f"{' ...' if len(unexpected) > 5 else ''} for {config}")
+        raise ValueError(
+            f"load_hf_gpt2: unexpected tensors {unexpected[:5]}"
+            f"{' ...' if len(unexpected) > 5 else ''} for {config}"
+        )
     return params
 
 
-def load_hf_gpt2(source, dtype=np.float32, config=None) -> tuple[GPTConfig, dict[str, np.ndarray]]:
-    """Load a GPT-2 checkpoint of Hugging Face transformers: `(GPTConfig, params)`.
+def load_hf_gpt2(
+    source, dtype=np.float32, config=None
+) -> tuple[GPTConfig, dict[str, np.ndarray]]:
+    """A GPT-2 checkpoint of Hugging Face transformers as `(GPTConfig, params)`.
 
     `source`: a save_pretrained directory, a transformers model, or a state
     dict together with `config=` (see the module docstring).  `dtype`: the
@@ -199,23 +257,32 @@ def load_hf_gpt2(source, dtype=np.float32, config=None) -> tuple[GPTConfig, dict
     mismatch raises a ValueError that names it.
     """
     if not np.issubdtype(np.dtype(dtype), np.floating):
-        raise ValueError(f"load_hf_gpt2: dtype must be a float type, got {np.dtype(dtype)}")
+        raise ValueError(
+            f"load_hf_gpt2: dtype must be a float type, got {np.dtype(dtype)}"
+        )
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_dir():
-            raise ValueError(f"load_hf_gpt2: {path} is not a directory; expected one "
-                             "written by save_pretrained")
+            raise ValueError(
+                f"load_hf_gpt2: {path} is not a directory; expected one "
+                "written by save_pretrained"
+            )
         hf, tensors = _read_directory(path)
     elif hasattr(source, "state_dict") and hasattr(source, "config"):
         hf, tensors = _as_dict(source.config), source.state_dict()
     elif isinstance(source, dict):
         if config is None:
-            raise ValueError("load_hf_gpt2: a state dict does not say how many heads the "
-                             "model has; pass config= (a GPT2Config or the dict of config.json)")
+            raise ValueError(
+                "load_hf_gpt2: a state dict does not say how many heads the "
+                "model has; pass config= (a GPT2Config, or the dict of "
+                "config.json)"
+            )
         hf, tensors = _as_dict(config), source
     else:
-        raise TypeError(f"load_hf_gpt2: source must be a directory, a transformers model or "
-                        f"a state dict, got {type(source).__name__}")
+        raise TypeError(
+            f"load_hf_gpt2: source must be a directory, a transformers model or "
+            f"a state dict, got {type(source).__name__}"
+        )
     gpt_config = config_from_hf(hf)
     tensors = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     params = _gather(tensors, gpt_config, np.dtype(dtype))
@@ -223,7 +290,7 @@ def load_hf_gpt2(source, dtype=np.float32, config=None) -> tuple[GPTConfig, dict
     return gpt_config, params
 
 
-# ---- comparing with transformers -------------------------------------------------------
+# ---- comparing with transformers -----------------------------------------------
 
 # Largest relative error that passes, per dtype; a name not listed uses "default".
 TRANSFORMERS_TOLERANCES = {
@@ -246,17 +313,24 @@ def compare_with_transformers(model, idx, targets, tolerances=None) -> CheckTabl
     """
     import torch
     import torch.nn.functional as F
-    dtype = np.float64 if next(model.parameters()).dtype == torch.float64 else np.float32
+
+    dtype = (
+        np.float64
+        if next(model.parameters()).dtype == torch.float64
+        else np.float32
+    )
     # transformers first; its gradients are copied out and dropped before the
     # book's model runs, so that two sets of gradients never sit next to two
     # sets of weights (124M parameters in float64: 1 GB each)
     model.zero_grad(set_to_none=True)
     idx_t = torch.as_tensor(np.asarray(idx), dtype=torch.long)
     targets_t = torch.as_tensor(np.asarray(targets), dtype=torch.long)
-    logits = model(input_ids=idx_t).logits                       # (B, T, V)
+    logits = model(input_ids=idx_t).logits  # (B, T, V)
     ref_loss = F.cross_entropy(logits.flatten(0, 1), targets_t.flatten())
     ref_loss.backward()
-    ref_grads = {k: p.grad for k, p in model.named_parameters() if p.grad is not None}
+    ref_grads = {
+        k: p.grad for k, p in model.named_parameters() if p.grad is not None
+    }
     _, ref_grads = load_hf_gpt2(ref_grads, dtype=dtype, config=model.config)
     model.zero_grad(set_to_none=True)
 
@@ -265,12 +339,79 @@ def compare_with_transformers(model, idx, targets, tolerances=None) -> CheckTabl
     grads = gpt_backward(params, config, cache)
 
     name = np.dtype(dtype).name
-    tol = {**TRANSFORMERS_TOLERANCES.get(name, TRANSFORMERS_TOLERANCES["float32"]),
-           **(tolerances or {})}
-    table = CheckTable(f"hand-written backward vs transformers GPT2LMHeadModel ({name})")
-    table.rows.append(compare_arrays("loss", loss, ref_loss.item(), tol.get("loss", tol["default"])))
-    table.rows.append(compare_arrays("logits", cache["logits"], logits.detach().numpy(),
-                                     tol.get("logits", tol["default"])))
+    tol = {
+        **TRANSFORMERS_TOLERANCES.get(name, TRANSFORMERS_TOLERANCES["float32"]),
+        **(tolerances or {}),
+    }
+    table = CheckTable(
+        f"hand-written backward vs transformers GPT2LMHeadModel ({name})"
+    )
+    table.rows.append(
+        compare_arrays(
+            "loss", loss, ref_loss.item(), tol.get("loss", tol["default"])
+        )
+    )
+    table.rows.append(
+        compare_arrays(
+            "logits",
+            cache["logits"],
+            logits.detach().numpy(),
+            tol.get("logits", tol["default"]),
+        )
+    )
     for p in params:
-        table.rows.append(compare_arrays(p, grads[p], ref_grads[p], tol.get(p, tol["default"])))
+        table.rows.append(
+            compare_arrays(p, grads[p], ref_grads[p], tol.get(p, tol["default"]))
+        )
     return table
+
+
+def format_against_tolerance(table: CheckTable, margin: float = 100.0) -> str:
+    """The table as text, each error shown against its tolerance, so that it
+    reads the same on any CPU.
+
+    An error below tolerance / margin prints as that bound ('< 1e-11' for a
+    tolerance of 1e-9) and PASS: the exact round-off digits depend on the
+    CPU's kernels and thread count, the bound does not.  Above the bound
+    the value itself is printed, with PASS or FAIL.
+    """
+    w = max(len(r.name) for r in table.rows)
+    s = max(len(str(r.shape)) for r in table.rows)
+    lines = [
+        table.title,
+        f"{'':<{w}} | {'shape':<{s}} | rel. error | tolerance |",
+        f"{'-' * w}-+-{'-' * s}-+------------+-----------+-----",
+    ]
+    for r in table.rows:
+        bound = r.tol / margin
+        error = f"< {bound:.0e}" if r.rel_err < bound else f"{r.rel_err:.1e}"
+        lines.append(
+            f"{r.name:<{w}} | {str(r.shape):<{s}} | {error:>10} | "
+            f"{r.tol:>9.0e} | {'PASS' if r.ok else 'FAIL'}"
+        )
+    return "\n".join(lines)
+
+
+def hub_is_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
+    """Whether a TCP connection to `host`:443 opens within `timeout` seconds.
+
+    For notebook cells that download from the Hugging Face hub only when they
+    can: False at once if HF_HUB_OFFLINE is set, and never waits longer than
+    `timeout` (the name lookup runs in a daemon thread, because a resolver
+    with no network can block far longer than a socket timeout).
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+        return False
+    result = []
+
+    def connect():
+        try:
+            socket.create_connection((host, 443), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            pass
+
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(timeout)
+    return bool(result)
