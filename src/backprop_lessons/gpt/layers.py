@@ -1,4 +1,5 @@
-"""The layers of a GPT-2 style decoder as forward/backward pairs, in NumPy, with no autograd.
+"""The layers of a GPT-2 style decoder as forward/backward pairs, in NumPy,
+with no autograd.
 
 Laid out like llm.c's `train_gpt2.c`: every layer is a `*_forward` function
 followed directly by its `*_backward`.  A forward returns `(out, cache)`,
@@ -75,25 +76,21 @@ def encoder_backward(dwte, dwpe, dout, cache):
         dwpe[:T] += dout.sum(axis=0)  # (T, C)
 
 
-# ---- layernorm ---------------------------------------------------------------
+# ---- layernorm ----------------------------------------------------------------
 
 def layernorm_forward(inp, weight, bias, eps=LAYERNORM_EPS):
     """out = (x - mean) / sqrt(var + eps) * weight + bias, over the last axis.
 
     inp (B, T, C), weight (C,), bias (C,) -> out (B, T, C).
-    The cache keeps mean and rstd = 1/sqrt(var + eps), each (B, T, 1); the
-    normalized input xhat (B, T, C) is recomputed in the backward from them,
-    which costs one subtract and one multiply and saves a (B, T, C) array.
+    The variance is the biased one (divided by C), as in PyTorch.  The cache
+    keeps mean and rstd = 1/sqrt(var + eps), each (B, T, 1); the backward
+    recomputes xhat (B, T, C) from them instead of keeping a third array of
+    the input's size.
     """
-    C = inp.shape[-1]
-    mean = inp.mean(axis=-1, keepdims=True)                # (B, T, 1)
-    out = inp - mean                                       # x - mean, (B, T, C)
-    # (B, T, 1), the mean of squares
-    var = np.einsum("...c,...c->...", out, out)[..., None] / C
-    rstd = 1.0 / np.sqrt(var + eps)                        # (B, T, 1)
-    out *= rstd                          # xhat (var is biased, as in PyTorch)
-    out *= weight
-    out += bias                                            # (B, T, C)
+    mean = inp.mean(axis=-1, keepdims=True)                 # (B, T, 1)
+    var = inp.var(axis=-1, keepdims=True)                   # (B, T, 1)
+    rstd = 1.0 / np.sqrt(var + eps)                         # (B, T, 1)
+    out = (inp - mean) * rstd * weight + bias               # (B, T, C)
     return out, (inp, weight, mean, rstd)
 
 
@@ -101,35 +98,25 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
     """Backward of layernorm, all three terms of the chain rule through mean
     and var.
 
-    With xhat = (x - mu) * rstd and g = dout * weight (the gradient at xhat):
+    With xhat = (x - mean) * rstd and g = dout * weight (the gradient at xhat):
 
         dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 
-    (means over the C channels).  The `- mean(g)` term is the path through mu,
-    the `- xhat * mean(g * xhat)` term the path through the variance.
-    dweight = sum over (B, T) of dout * xhat,  dbias = sum over (B, T) of dout.
-    dinp (B, T, C), dweight (C,), dbias (C,), dout (B, T, C).
+    (means over the C channels).  The `- mean(g)` term is the path through
+    the mean, the `- xhat * mean(g * xhat)` term the path through the
+    variance.  dweight = sum over (B, T) of dout * xhat, dbias = sum over
+    (B, T) of dout.  dinp (B, T, C), dweight (C,), dbias (C,), dout (B, T, C).
     """
     inp, weight, mean, rstd = cache
-    C = inp.shape[-1]
-    xhat = inp - mean
-    xhat *= rstd                # (B, T, C), recomputed (see the forward)
+    xhat = (inp - mean) * rstd                    # (B, T, C), recomputed
     if dbias is not None:
         dbias += dout.sum(axis=(0, 1))
     if dweight is not None:
-        # sum over (b, t) of dout * xhat
-        dweight += np.einsum("btc,btc->c", dout, xhat)
+        dweight += (dout * xhat).sum(axis=(0, 1))
     if dinp is not None:
-        g = dout * weight                 # (B, T, C), the gradient at xhat
-        mean_g = g.mean(axis=-1, keepdims=True)           # (B, T, 1)
-        # mean(g xhat), (B, T, 1)
-        mean_gx = np.einsum("...c,...c->...", g, xhat)[..., None] / C
-        # in place, the same formula: rstd * (g - mean(g) - xhat mean(g xhat))
-        g -= mean_g
-        xhat *= mean_gx
-        g -= xhat
-        g *= rstd
-        dinp += g
+        g = dout * weight                                   # (B, T, C)
+        dinp += rstd * (g - g.mean(axis=-1, keepdims=True)
+                        - xhat * (g * xhat).mean(axis=-1, keepdims=True))
 
 
 # ---- rmsnorm -----------------------------------------------------------------
@@ -143,10 +130,7 @@ def rmsnorm_forward(inp, weight=None, eps=1e-5):
     weight and rstd = 1/sqrt(mean(x^2) + eps) (B, T, 1); xhat = x * rstd is
     recomputed in the backward, as layernorm's is.
     """
-    C = inp.shape[-1]
-    # (B, T, 1), the mean of squares
-    ms = np.einsum("...c,...c->...", inp, inp)[..., None] / C
-    rstd = 1.0 / np.sqrt(ms + eps)                         # (B, T, 1)
+    rstd = 1.0 / np.sqrt((inp * inp).mean(axis=-1, keepdims=True) + eps)
     out = inp * rstd                                       # xhat, (B, T, C)
     if weight is not None:
         out *= weight
@@ -173,19 +157,13 @@ def rmsnorm_backward(dinp, dweight, dout, cache):
                          "forward had no weight (weight=None)")
     xhat = inp * rstd                   # (B, T, C), recomputed (see the forward)
     if dweight is not None:
-        # sum over (b, t) of dout * xhat, (C,)
-        dweight += np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))
+        dweight += (dout * xhat).reshape(-1, C).sum(axis=0)          # (C,)
     if dinp is not None:
-        g = dout * weight if weight is not None else dout.copy()  # (B, T, C)
-        # mean(g xhat), (B, T, 1)
-        mean_gx = np.einsum("...c,...c->...", g, xhat)[..., None] / C
-        xhat *= mean_gx                 # in place: rstd * (g - xhat mean(g xhat))
-        g -= xhat
-        g *= rstd
-        dinp += g
+        g = dout if weight is None else dout * weight               # (B, T, C)
+        dinp += rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
 
 
-# ---- matmul (a linear layer) -----------------------------------------------------
+# ---- matmul (a linear layer) --------------------------------------------------
 
 def matmul_forward(inp, weight, bias):
     """out = inp @ weight.T + bias, weight shaped (out, in) as in PyTorch and
@@ -221,19 +199,18 @@ def matmul_backward(dinp, dweight, dbias, dout, cache):
         dbias += dout2.sum(axis=0)
 
 
-# ---- causal multi-head self-attention -------------------------------------------
+# ---- causal multi-head self-attention -----------------------------------------
 
 def _split_heads(x, NH):
-    """(B, T, C) -> (B, NH, T, hs), a view of x (splitting one axis in two never copies)."""
+    """(B, T, C) -> (B, NH, T, hs): a view of x, never a copy."""
     B, T, C = x.shape
     return x.reshape(B, T, NH, C // NH).transpose(0, 2, 1, 3)
 
 
 @functools.lru_cache(maxsize=None)
 def _causal_mask(T, dtype):
-    """(T, T): 0 where position t may look at t2 (t2 <= t), -inf above the diagonal.
-
-    Made once per (T, dtype) and shared, so it is read-only."""
+    """(T, T): 0 where position t may look at t2 (t2 <= t), -inf above the
+    diagonal.  Made once per (T, dtype) and shared, so it is read-only."""
     mask = np.triu(np.full((T, T), -np.inf, dtype=dtype), k=1)
     mask.flags.writeable = False
     return mask
@@ -244,72 +221,57 @@ def attention_forward(inp, n_head):
 
     inp (B, T, 3C) holds q, k, v side by side -> out (B, T, C).
     Per head: att = softmax(q k^T / sqrt(hs) with the future masked out),
-    out = att v.
-    The cache keeps inp and att (B, NH, T, T), the probabilities after the
-    softmax; the scores before it are not needed by the backward.
+    out = att v.  The softmax is computed in place on the scores, as llm.c
+    does: subtract the row max (so exp cannot overflow), exponentiate,
+    divide by the row sum.  The cache keeps inp and att (B, NH, T, T), the
+    probabilities; the scores before the softmax are not needed.
     """
     B, T, C3 = inp.shape
-    C = C3 // 3
-    if C3 % 3 or C % n_head:
+    if C3 % 3 or (C3 // 3) % n_head:
         raise ValueError(f"attention_forward: the last axis {C3} must be 3*C "
                          f"with C divisible by n_head={n_head}")
-    hs = C // n_head
-    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head)
-               for i in range(3))                        # (B, NH, T, hs)
-    scale = 1.0 / math.sqrt(hs)
-    att = q @ k.transpose(0, 1, 3, 2)                    # (B, NH, T, T)
-    att *= scale                                         # scores
-    # -inf where t2 > t: exp(-inf) = 0
-    att += _causal_mask(T, np.dtype(att.dtype))
-    # stable softmax (the diagonal is finite)
+    hs = C3 // 3 // n_head
+    q, k, v = (_split_heads(x, n_head)
+               for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
+    att = (q / math.sqrt(hs)) @ k.swapaxes(-1, -2)         # (B, NH, T, T)
+    att += _causal_mask(T, att.dtype)                      # -inf where t2 > t
     att -= att.max(axis=-1, keepdims=True)
     np.exp(att, out=att)
-    att /= att.sum(axis=-1, keepdims=True)   # (B, NH, T, T), rows sum to 1
-    out = np.empty((B, T, C), dtype=att.dtype)
-    # y = att v (B, NH, T, hs), written straight into out (B, T, C)
-    np.matmul(att, v, out=_split_heads(out, n_head))
+    att /= att.sum(axis=-1, keepdims=True)                 # rows sum to 1
+    out = (att @ v).swapaxes(1, 2).reshape(B, T, C3 // 3)   # (B, T, C)
     return out, (inp, att, n_head)
 
 
 def attention_backward(dinp, dout, cache):
-    """Backward of attention: through y = att v, the softmax, then the scores
-    q k^T.
+    """Backward of attention: through out = att v, the softmax, then the
+    scores q k^T / sqrt(hs).
 
-    Per head, with y = att v and dy = dout:
+    Per head, with dy = dout:
         datt = dy v^T,                 dv = att^T dy
     softmax VJP, row by row (att = softmax(s)):
         ds = att * (datt - sum_j(datt * att))
         (masked entries have att = 0, so ds = 0)
-    scores s = scale * q k^T:
-        dq = scale * ds k,             dk = scale * ds^T q
+    scores s = q k^T / sqrt(hs):
+        dq = ds k / sqrt(hs),          dk = ds^T q / sqrt(hs)
     dinp (B, T, 3C), dout (B, T, C).
     """
     inp, att, n_head = cache
-    B, T, C3 = inp.shape
-    C = C3 // 3
-    hs = C // n_head
-    scale = 1.0 / math.sqrt(hs)
-    q, k, v = (_split_heads(inp[..., i * C:(i + 1) * C], n_head)
-               for i in range(3))                          # (B, NH, T, hs)
-    dy = _split_heads(dout, n_head)                        # (B, NH, T, hs)
-    datt = dy @ v.transpose(0, 1, 3, 2)                    # (B, NH, T, T)
-    dv = att.transpose(0, 1, 3, 2) @ dy                    # (B, NH, T, hs)
-    # softmax VJP, in place: ds = att * (datt - sum_j datt att), the einsum
-    # being that row sum
-    datt -= np.einsum("...j,...j->...", datt, att)[..., None]
-    datt *= att
-    datt *= scale                          # through the scaling of the scores
-    dq = datt @ k                                          # (B, NH, T, hs)
-    dk = datt.transpose(0, 1, 3, 2) @ q                    # (B, NH, T, hs)
-    # (B, 3NH, T, hs), a view of dinp
-    dqkv = _split_heads(dinp, 3 * n_head)
-    # added straight into dinp's q, k, v heads: no merged copies
-    dqkv[:, 0 * n_head:1 * n_head] += dq
-    dqkv[:, 1 * n_head:2 * n_head] += dk
-    dqkv[:, 2 * n_head:3 * n_head] += dv
+    hs = inp.shape[-1] // 3 // n_head
+    q, k, v = (_split_heads(x, n_head)
+               for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
+    # the same views of dinp: adding into them adds into dinp
+    dq, dk, dv = (_split_heads(x, n_head)
+                  for x in np.split(dinp, 3, axis=-1))    # (B, NH, T, hs)
+    dy = _split_heads(dout, n_head)                       # (B, NH, T, hs)
+    dv += att.swapaxes(-1, -2) @ dy
+    ds = dy @ v.swapaxes(-1, -2)          # datt (B, NH, T, T), ds in place:
+    ds -= np.einsum("...j,...j->...", ds, att)[..., None]  # - sum_j datt att
+    ds *= att
+    dq += (ds @ k) / math.sqrt(hs)
+    dk += (ds.swapaxes(-1, -2) @ q) / math.sqrt(hs)
 
 
-# ---- GELU (tanh approximation) ------------------------------------------------------
+# ---- GELU (tanh approximation) ------------------------------------------------
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)
 GELU_CUBIC = 0.044715
@@ -319,58 +281,45 @@ def gelu_forward(inp):
     """gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
 
     inp (B, T, 4C) -> out (B, T, 4C).  The cache keeps inp and tanh(u), so
-    the backward does not compute the tanh a second time: one more (B, T, 4C)
-    array of memory traded for time (llm.c and PyTorch keep only inp and
-    recompute).  Written with in-place updates, because this elementwise
-    layer works on the largest arrays of the model; and tanh(u) is computed
-    as 2 / (1 + exp(-2u)) - 1, the same function, because NumPy's exp is
-    about 1.5 times as fast as its tanh (exp(-2u) overflows to inf for very
-    negative x, which gives the right limit tanh = -1).
+    that the backward does not compute the tanh again: one more (B, T, 4C)
+    array of memory for less time (llm.c keeps only inp and recomputes).
+    x * x * x, not x**3: NumPy's power with a float exponent is several
+    times slower than two multiplications.
     """
-    th = inp * inp                    # x^2
-    th *= -2.0 * GELU_SCALE * GELU_CUBIC
-    th -= 2.0 * GELU_SCALE
-    th *= inp                         # -2u, u = sqrt(2/pi) (x + 0.044715 x^3)
-    with np.errstate(over="ignore"):
-        np.exp(th, out=th)            # exp(-2u)
-    th += 1.0
-    np.divide(2.0, th, out=th)
-    # tanh(u) = 2 / (1 + exp(-2u)) - 1, kept for the backward
-    th -= 1.0
-    out = th + 1.0
-    out *= inp
-    out *= 0.5                        # 0.5 x (1 + tanh u)
-    return out, (inp, th)
+    tanh_u = np.tanh(GELU_SCALE * (inp + GELU_CUBIC * inp * inp * inp))
+    out = 0.5 * inp * (1.0 + tanh_u)
+    return out, (inp, tanh_u)
 
 
 def gelu_backward(dinp, dout, cache):
-    """Product rule on 0.5 x (1 + tanh u):
+    """Product rule on 0.5 x (1 + tanh u), and tanh' = 1 - tanh^2:
 
         d gelu/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx,
         du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 
-    dinp (B, T, 4C), dout (B, T, 4C).  Multiplying out du/dx gives three
-    terms, each added into dinp (times dout) in turn, so one scratch array t
-    holds every intermediate.
+    dinp (B, T, 4C), dout (B, T, 4C).
     """
-    x, th = cache
-    t = th + 1.0                        # 1 + tanh u
+    x, tanh_u = cache
+    # Tuned for speed: the formula's three terms (du/dx has two) are added into
+    # dinp one at a time through one scratch array t, in place, because each
+    # fresh (B, T, 4C) temporary of a one-line expression costs page faults.
+    t = tanh_u + 1.0
     t *= dout
     t *= 0.5
     dinp += t                           # 0.5 (1 + tanh u) dout
-    np.multiply(th, th, out=t)
+    np.multiply(tanh_u, tanh_u, out=t)
     np.subtract(1.0, t, out=t)          # 1 - tanh^2 u
     t *= x
     t *= dout
     t *= 0.5 * GELU_SCALE
-    dinp += t                           # + 0.5 x (1 - tanh^2 u) sqrt(2/pi) dout
+    dinp += t                           # 0.5 x (1 - tanh^2 u) sqrt(2/pi) dout
     t *= x
     t *= x
     t *= 3.0 * GELU_CUBIC
-    dinp += t                           # + the same times 3 * 0.044715 x^2
+    dinp += t                           # the same, times 3 * 0.044715 x^2
 
 
-# ---- residual ---------------------------------------------------------------------
+# ---- residual -----------------------------------------------------------------
 
 def residual_forward(inp1, inp2):
     """out = inp1 + inp2, all (B, T, C).  Nothing to cache."""
@@ -384,35 +333,36 @@ def residual_backward(dinp1, dinp2, dout, cache=None):
     dinp2 += dout
 
 
-# ---- softmax + cross-entropy, fused ---------------------------------------------------
+# ---- softmax + cross-entropy, fused -------------------------------------------
 
 def crossentropy_softmax_forward(logits, targets):
     """Mean over all B*T positions of -log softmax(logits)[target].
 
     logits (B, T, V), targets (B, T) integers -> loss (a float),
-    cache (probs, targets).
+    cache (probs, targets).  With z = logits - max (so exp cannot overflow),
+    -log softmax(z)[target] = log(sum_j exp(z_j)) - z[target]: the log of a
+    sum of at least 1, never the log of a probability that may round to 0.
+    The softmax is computed in place, as in attention: z, exp(z), then
+    divided by its row sum (V is large: each (B, T, V) array counts).
     """
-    B, T, V = logits.shape
-    # (B, T, V), max is 0: no overflow
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    logsumexp = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (B, T, 1)
-    logprobs = shifted - logsumexp                           # (B, T, V)
-    picked = np.take_along_axis(logprobs, targets[..., None],
-                                axis=-1)                     # (B, T, 1)
-    loss = -picked.mean()
-    return float(loss), (np.exp(logprobs), targets)
+    probs = logits - logits.max(axis=-1, keepdims=True)    # z (B, T, V)
+    z_target = np.take_along_axis(probs, targets[..., None], axis=-1)  # (B, T, 1)
+    np.exp(probs, out=probs)
+    sums = probs.sum(axis=-1, keepdims=True)                # (B, T, 1)
+    probs /= sums                                           # softmax
+    loss = np.mean(np.log(sums) - z_target)
+    return float(loss), (probs, targets)
 
 
 def crossentropy_softmax_backward(dlogits, dloss, cache):
     """Fused backward: d loss / d logits = (probs - onehot(target)) / (B*T),
     times dloss.
 
-    The softmax Jacobian and the log's 1/p cancel, which is why the two are fused.
-    dlogits (B, T, V), dloss a float (1.0 for the loss itself).
+    The softmax Jacobian and the log's 1/p cancel, which is why the two are
+    fused.  dlogits (B, T, V), dloss a float (1.0 for the loss itself).
     """
     probs, targets = cache
     B, T, V = probs.shape
-    d = probs * (dloss / (B * T))                       # (B, T, V)
-    b, t = np.indices((B, T))                           # (B, T) each
-    d[b, t, targets] -= dloss / (B * T)       # minus the one-hot of the targets
-    dlogits += d
+    b, t = np.indices((B, T))                               # (B, T) each
+    dlogits += probs * (dloss / (B * T))                    # (B, T, V)
+    dlogits[b, t, targets] -= dloss / (B * T)               # the one-hot part
