@@ -39,7 +39,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 F = torch.nn.functional
 
-SMALL = dict(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
+SMALL = {
+    "vocab_size": 50,
+    "n_positions": 16,
+    "n_embd": 32,
+    "n_layer": 2,
+    "n_head": 4,
+}
 
 
 def gpt2_config(**overrides):

@@ -15,6 +15,7 @@ Import `reference` explicitly when you want PyTorch:
 `from backprop_lessons.gpt import reference`.
 """
 
+from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (ch. 9)
 from .model import (
     PARAMETER_TABLE,
     GPTConfig,
@@ -25,7 +26,6 @@ from .model import (
     num_parameters,
     parameter_shapes,
 )
-from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (ch. 9)
 
 __all__ = [
     "GPTConfig",

@@ -188,7 +188,7 @@ def _read_directory(path: Path) -> tuple[dict, dict]:
     tensors = {}
     for name in files:
         with safe_open(path / name, framework="np") as f:
-            tensors.update({key: f.get_tensor(key) for key in f.keys()})
+            tensors.update({key: f.get_tensor(key) for key in f})
     return hf, tensors
 
 
