@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from .gradcheck import CheckTable, compare_arrays, numerical_gradient
 from .graph_stats import GraphCount, count_graph
 from .scalar import Value, zero_grad
 
@@ -81,7 +82,6 @@ __all__ = [
     "count_name_graph",
     "FiniteDifferenceCost",
     "finite_difference_cost",
-    "GradientCheck",
     "check_gradients",
     "StepTime",
     "time_per_name",
@@ -700,41 +700,6 @@ def finite_difference_cost(model: MicroGPT, name: str) -> FiniteDifferenceCost:
     )
 
 
-@dataclass(frozen=True)
-class GradientCheck:
-    """Backprop's gradients vs centred differences, for a few entries of
-    every matrix: one row per matrix, its error relative to its largest
-    checked gradient."""
-
-    rows: list  # (name, entries checked, max abs diff, max |grad|)
-    tol: float
-    eps: float
-
-    def rel_err(self, row) -> float:
-        return row[2] / max(row[3], 1e-300)
-
-    @property
-    def passed(self) -> bool:
-        return all(self.rel_err(r) < self.tol for r in self.rows)
-
-    def __str__(self) -> str:
-        # each error against the tolerance, not its last digits (those
-        # depend on the CPU's exp and log)
-        lines = [
-            f"{'matrix':<16} {'checked':>7} {'rel err':>9}  (tol {self.tol:.0e})"
-        ]
-        for r in self.rows:
-            ok = self.rel_err(r) < self.tol
-            shown = f"< {self.tol:.0e}" if ok else f"{self.rel_err(r):.1e}"
-            lines.append(
-                f"{r[0]:<16} {r[1]:>7} {shown:>9}  {'PASS' if ok else 'FAIL'}"
-            )
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(str(self))
-
-
 def check_gradients(
     model: MicroGPT,
     name: str,
@@ -742,9 +707,10 @@ def check_gradients(
     eps: float = 1e-5,
     tol: float = 1e-6,
     seed: int = 0,
-) -> GradientCheck:
+) -> CheckTable:
     """Compare `name`'s backprop gradients with centred differences
-    (L(p + eps) - L(p - eps)) / 2 eps, evaluated on floats.
+    (L(p + eps) - L(p - eps)) / 2 eps, evaluated on floats, one row per
+    matrix (`gradcheck.numerical_gradient`, `gradcheck.compare_arrays`).
 
     eps = 1e-5 balances the two errors of a centred difference here: the
     truncation error, about eps^2, and the rounding error of a loss made of
@@ -757,7 +723,9 @@ def check_gradients(
     zero_grad(model.params)
     model.loss(name).backward()
     rng, state = random.Random(seed), model.float_state()
-    rows = []
+    table = CheckTable(
+        f"backprop vs centred differences, {per_matrix} entries per matrix"
+    )
     for key, matrix in model.state.items():
         used = [
             (i, j)
@@ -766,19 +734,19 @@ def check_gradients(
             if p.grad != 0.0
         ]
         picked = rng.sample(used, min(per_matrix, len(used)))
-        diffs, scale = [0.0], [0.0]
-        for i, j in picked:
-            saved = state[key][i][j]
-            state[key][i][j] = saved + eps
-            up = model.loss_value(name, state)
-            state[key][i][j] = saved - eps
-            down = model.loss_value(name, state)
-            state[key][i][j] = saved
-            numeric, analytic = (up - down) / (2 * eps), matrix[i][j].grad
-            diffs.append(abs(numeric - analytic))
-            scale.append(max(abs(numeric), abs(analytic)))
-        rows.append((key, len(picked), max(diffs), max(scale)))
-    return GradientCheck(rows, tol, eps)
+
+        def loss_at(values, key=key, picked=picked):
+            for (i, j), v in zip(picked, values, strict=True):
+                state[key][i][j] = v
+            return model.loss_value(name, state)
+
+        start = [state[key][i][j] for i, j in picked]
+        numeric = numerical_gradient(loss_at, start, eps=eps)
+        for (i, j), v in zip(picked, start, strict=True):
+            state[key][i][j] = v  # the weights as they were
+        analytic = [matrix[i][j].grad for i, j in picked]
+        table.rows.append(compare_arrays(key, analytic, numeric, tol))
+    return table
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gradcheck import relative_error
+from ..gradcheck import CheckTable, compare_arrays
 from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
 from ..scalar import zero_grad
 from .layers import (
@@ -64,7 +64,6 @@ __all__ = [
     "Adam",
     "train",
     "sample",
-    "GradientComparison",
     "compare_with_scalar",
     "SpeedComparison",
     "time_scalar_vs_numpy",
@@ -278,46 +277,22 @@ def sample(
 # ---- the checks the chapter prints -------------------------------------------
 
 
-@dataclass(frozen=True)
-class GradientComparison:
-    """Each matrix's gradient from the scalar engine vs the NumPy twin:
-    max|a - b| / max(|a|, |b|) per matrix, against one tolerance."""
-
-    rows: list  # (name, shape, relative error)
-    tol: float
-
-    @property
-    def passed(self) -> bool:
-        return all(err < self.tol for _, _, err in self.rows)
-
-    def __str__(self) -> str:
-        lines = [
-            f"{'gradient':<16} {'shape':>9} {'rel err':>9}  (tol {self.tol:.0e})"
-        ]
-        for name, shape, err in self.rows:
-            shown = f"< {self.tol:.0e}" if err < self.tol else f"{err:.1e}"
-            verdict = "PASS" if err < self.tol else "FAIL"
-            lines.append(f"{name:<16} {str(shape):>9} {shown:>9}  {verdict}")
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(str(self))
-
-
 def compare_with_scalar(
     model: MicroGPT, name: str, tol: float = 1e-12
-) -> GradientComparison:
-    """Backward of `name` on both engines, from the model's current weights."""
+) -> CheckTable:
+    """Backward of `name` on both engines, from the model's current weights:
+    one row per matrix, max|a - b| / max(|a|, |b|) against `tol`."""
     zero_grad(model.params)
     scalar_loss = model.loss(name)
     scalar_loss.backward()
     params = params_from_model(model)
     loss, cache = micro_forward(params, model.config, model.encode(name))
     grads = micro_backward(params, model.config, cache)
-    rows = [("loss", "()", relative_error(loss, scalar_loss.data))]
+    table = CheckTable("scalar engine vs NumPy twin")
+    table.rows.append(compare_arrays("loss", loss, scalar_loss.data, tol))
     for key, g in model.gradients().items():
-        rows.append((key, grads[key].shape, relative_error(grads[key], g)))
-    return GradientComparison(rows, tol)
+        table.rows.append(compare_arrays(key, grads[key], g, tol))
+    return table
 
 
 @dataclass(frozen=True)
