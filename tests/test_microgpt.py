@@ -14,6 +14,7 @@ import random
 import pytest
 
 from backprop_lessons import Value
+from backprop_lessons.data.names import load_names
 from backprop_lessons.microgpt import (
     INIT_STD,
     PARAMETER_TABLE,
@@ -27,7 +28,6 @@ from backprop_lessons.microgpt import (
     count_name_graph,
     finite_difference_cost,
     forward_token,
-    load_names,
     num_parameters,
     parameter_shapes,
     parameter_table,

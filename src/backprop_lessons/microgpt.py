@@ -35,7 +35,8 @@ plain floats (no graph: sampling and finite differences at the cost of the
 arithmetic alone): the same code, two number types.
 
     MicroGPTConfig, PARAMETER_TABLE, parameter_shapes   sizes and names
-    NameVocab, load_names                               the data
+    NameVocab                                           the characters (names
+                                                        from data.names)
     forward_token, sequence_loss, KVCache               the model
     MicroGPT(seed=0)                                    parameters + methods
     Adam, train                                         microgpt's optimizer
@@ -55,8 +56,8 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
+from .data.names import load_names
 from .gradcheck import CheckTable, compare_arrays, numerical_gradient
 from .graph_stats import GraphCount, count_graph
 from .scalar import Value, zero_grad
@@ -67,7 +68,6 @@ __all__ = [
     "parameter_shapes",
     "num_parameters",
     "NameVocab",
-    "load_names",
     "KVCache",
     "forward_token",
     "sequence_loss",
@@ -172,21 +172,7 @@ def num_parameters(config: MicroGPTConfig) -> int:
     return sum(r * c for r, c in parameter_shapes(config).values())
 
 
-# ---- the data: names and their characters ------------------------------------
-
-
-def load_names() -> list[str]:
-    """The 5,163 first names shipped with the package (lower case a-z, sorted).
-
-    Public domain, from the 1990 US Census lists in the PyPI package `names`
-    0.3.0 (see data/names-LICENSE.txt and scripts/make_names.py).
-    """
-    text = (
-        resources.files("backprop_lessons.data")
-        .joinpath("names.txt")
-        .read_text(encoding="ascii")
-    )
-    return text.split()
+# ---- the characters of the names (data.names.load_names) ---------------------
 
 
 class NameVocab:

@@ -7,11 +7,13 @@ seeded so that every run is identical.  Each loader sits next to its data:
                   arrays (chapter 5)
     corpus.py     load_corpus() -> the text of verses.txt, and CharVocab, its
                   characters <-> token ids (chapters 6, 8)
-    names.txt     microgpt's first names (read by `microgpt.load_names`)
+    names.py      load_names() -> the first names of names.txt, which microgpt
+                  learns to continue (chapter 6)
 """
 
 from .corpus import CharVocab, load_corpus
+from .names import load_names
 from .spirals import spirals
 from .two_moons import two_moons
 
-__all__ = ["two_moons", "spirals", "load_corpus", "CharVocab"]
+__all__ = ["two_moons", "spirals", "load_corpus", "CharVocab", "load_names"]
