@@ -92,6 +92,11 @@ class Value:
     ):
         if type(data) is not float:  # fast path: the engine itself passes floats
             data = as_float(data, "construction")
+        if type(label) is not str:
+            raise TypeError(
+                "Value: label must be a str, "
+                f"got {type(label).__name__} {label!r}"
+            )
         self.data = data
         self.grad = 0.0
         self.label = label
@@ -155,6 +160,11 @@ class Value:
         other = other if type(other) is Value else Value(as_float(other, "/"))
         if other.data == 0.0:
             raise ZeroDivisionError(f"Value /: division of {self.data!r} by 0.0")
+        if math.isinf(1.0 / other.data):  # 1/b overflows for subnormal b
+            raise OverflowError(
+                f"Value /: {self.data!r} / {other.data!r} overflows a float "
+                "(1 / the divisor is larger than the largest float)"
+            )
         return self * other**-1
 
     def __radd__(self, other) -> Value:
@@ -190,7 +200,9 @@ class Value:
         return Value(math.log(x), "", (self,), (1.0 / x,), "log")
 
     def relu(self) -> Value:
-        on = self.data > 0.0  # the kink at 0 gets derivative 0, as in PyTorch
+        # The kink at 0 gets derivative 0, as in PyTorch; NaN stays NaN (with
+        # slope 1, as PyTorch), so a NaN is never hidden behind a 0.
+        on = not self.data <= 0.0
         y, slope = (self.data, 1.0) if on else (0.0, 0.0)
         return Value(y, "", (self,), (slope,), "relu")
 
@@ -203,6 +215,37 @@ class Value:
     def sigmoid(self) -> Value:
         s = float_sigmoid(self.data)
         return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
+
+    # ---- copying and pickling --------------------------------------------------
+
+    def __reduce__(self):
+        """Pickle and `copy.deepcopy` without recursion, for graphs of any depth.
+
+        A leaf pickles as its numbers.  A computed value pickles as its graph:
+        the leaves (real `Value`s, so a parameter pickled next to a loss stays
+        one object) and a flat table of the computed nodes in topological
+        order, rebuilt by `_rebuild_graph` in a loop.
+        """
+        if not self._children:
+            return (_rebuild_leaf, (self.data, self.grad, self.label))
+        order = topological_order(self)
+        index = {node: i for i, node in enumerate(order)}
+        leaves = [node for node in order if not node._children]
+        leaf_index = {leaf: i for i, leaf in enumerate(leaves)}
+        table = [
+            (
+                node.data,
+                node.grad,
+                node.label,
+                node._op,
+                tuple(index[c] for c in node._children),
+                node._local_grads,
+            )
+            if node._children
+            else leaf_index[node]
+            for node in order
+        ]
+        return (_rebuild_graph, (leaves, table))
 
     # ---- the backward pass ---------------------------------------------------
 
@@ -224,6 +267,29 @@ class Value:
             g = node.grad
             for child, local in zip(node._children, node._local_grads):
                 child.grad += local * g  # += : a value used twice gets both parts
+
+
+def _rebuild_leaf(data: float, grad: float, label: str) -> Value:
+    """A leaf `Value` from its pickled numbers (see `Value.__reduce__`)."""
+    v = Value(data, label)
+    v.grad = grad
+    return v
+
+
+def _rebuild_graph(leaves: list, table: list) -> Value:
+    """The graph `Value.__reduce__` flattened: rows in topological order, each
+    a leaf's position in `leaves` or (data, grad, label, op, children, local
+    gradients) with children as row numbers.  Returns the last row (the root)."""
+    nodes: list[Value] = []
+    for row in table:
+        if isinstance(row, int):
+            nodes.append(leaves[row])
+            continue
+        data, grad, label, op, children, local_grads = row
+        v = Value(data, label, tuple(nodes[i] for i in children), local_grads, op)
+        v.grad = grad
+        nodes.append(v)
+    return nodes[-1]
 
 
 def topological_order(root: Value) -> list[Value]:

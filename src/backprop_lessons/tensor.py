@@ -113,12 +113,43 @@ def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
         raise
 
 
+def _as_real_array(op: str, name: str, data) -> np.ndarray:
+    """`data` (numbers, nested lists of numbers, an ndarray) as a new float64
+    array (float32 stays float32), or a TypeError naming `op` and `name`.
+
+    NumPy would quietly turn None into nan, parse strings and drop the
+    imaginary part of complex numbers; each of those is a bug upstream.
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:  # ragged nested lists
+        raise ValueError(
+            f"{op}: {name} must be a rectangular array of real numbers ({e})"
+        ) from None
+    if arr.dtype.kind not in "fiub" or (arr.dtype.kind == "b" and arr.ndim == 0):
+        raise TypeError(
+            f"{op}: {name} must be real numbers (a number, nested lists or an "
+            f"ndarray), got {type(data).__name__} of dtype {arr.dtype}"
+        )
+    # float64 by default; float32 is kept as is (a copy: the tensor owns it)
+    dtype = np.float32 if arr.dtype == np.float32 else np.float64
+    return np.array(arr, dtype=dtype)
+
+
 def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     """`axis` (None, int or tuple of ints, possibly negative) as a sorted
-    tuple of axes."""
+    tuple of axes, or a TypeError/ValueError naming `op`."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes = (axis,) if isinstance(axis, numbers.Integral) else axis
+    if not isinstance(axes, (tuple, list)) or not all(
+        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes
+    ):
+        raise TypeError(
+            f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}"
+        )
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
@@ -132,20 +163,68 @@ def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     return tuple(sorted(out))
 
 
+def _one_axis(op: str, axis, t: Tensor) -> int:
+    """The single, non-empty axis a softmax works along, or a clear error."""
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
+    (ax,) = _normalize_axes(op, axis, t.ndim)
+    if t.shape[ax] == 0:
+        raise ValueError(f"{op}: axis {axis} of shape {t.shape} is empty")
+    return ax
+
+
 def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
-    """A new tensor made by `op`; it records its inputs only if one of them
-    needs a gradient."""
+    """A new tensor made by `op`; it records its inputs (and their versions,
+    see `_check_versions`) only if one of them needs a gradient."""
     out = Tensor.__new__(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out._data = data if type(data) is np.ndarray else np.asarray(data)
+    out._version = 0
     out.grad = None
     out._op = op
     if any(t.requires_grad for t in inputs):
         out.requires_grad = True
         out._children, out._backward, out._saved = inputs, backward, saved
+        out._versions = tuple([t._version for t in inputs])
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
+        out._versions = ()
     return out
+
+
+def _describe(t: Tensor) -> str:
+    """A tensor in an error message: "[Tensor (2, 3) float64, output of exp]"."""
+    made = f"output of {t._op}" if t._op else "a leaf"
+    return f"[Tensor {t.shape} {t.dtype}, {made}]"
+
+
+def _check_versions(node: Tensor) -> None:
+    """Raise PyTorch's RuntimeError if an array `node`'s backward rule saved was
+    modified in place after the forward pass (as `torch.Tensor._version`).
+
+    Every in-place write through `t.data` (`t.data -= lr * g`, which assigns
+    the same array back) bumps `t._version`; `_result` noted the inputs'
+    versions and an output starts at 0.  Only a tensor whose array the rule
+    actually saved (it shares memory with one of `_saved`) makes this an
+    error: `x + 1` saves shapes, so changing `x` afterwards is harmless.
+    """
+    pairs = zip((*node._children, node), (*node._versions, 0))
+    for t, expected in pairs:
+        if t._version != expected and _saves(node._saved, t._data):
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been "
+                f"modified by an inplace operation: {_describe(t)} (input of "
+                f"{node._op}) is at version {t._version}; expected version "
+                f"{expected} instead. Hint: change .data out of place "
+                "(t.data = t.data - 1) or run the forward pass again"
+            )
+
+
+def _saves(saved: tuple, arr: np.ndarray) -> bool:
+    """Whether an array in `saved` may share memory with `arr`."""
+    return any(
+        isinstance(s, np.ndarray) and np.may_share_memory(s, arr) for s in saved
+    )
 
 
 class Tensor:
@@ -159,7 +238,9 @@ class Tensor:
     """
 
     __slots__ = (
-        "data",
+        "_data",
+        "_version",
+        "_versions",
         "grad",
         "requires_grad",
         "_children",
@@ -171,15 +252,40 @@ class Tensor:
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad: bool = False):
-        if isinstance(data, Tensor):
-            data = data.data
-        arr = np.asarray(data)
-        # float64 by default; float32 is kept as is (a copy: the tensor owns it)
-        dtype = np.float32 if arr.dtype == np.float32 else np.float64
-        self.data = np.array(arr, dtype=dtype)
+        self._data = _as_real_array("Tensor", "data", data)
+        self._version = 0
+        self._versions = ()
         self.grad = None
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(
+                "Tensor: requires_grad must be True or False, "
+                f"got {type(requires_grad).__name__} {requires_grad!r}"
+            )
         self.requires_grad = bool(requires_grad)
         self._children, self._backward, self._saved, self._op = (), None, (), ""
+
+    # ---- data and its version -----------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """The array.  Write to it out of place (`t.data = t.data - 1`) or with
+        an augmented assignment (`t.data -= 1`, which bumps the version);
+        writes through an element (`t.data[0] = 1`) or a NumPy view are not
+        seen by the version counter."""
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        if value is self._data:  # t.data -= x: the array changed in place
+            self._version += 1
+            return
+        arr = _as_real_array("Tensor.data", "value", value)
+        if arr.shape != self._data.shape:
+            raise ValueError(
+                f"Tensor.data: the new array has shape {arr.shape}, the tensor "
+                f"has shape {self.shape}; they must be equal"
+            )
+        self._data = arr.astype(self._data.dtype, copy=False)
 
     # ---- basics -------------------------------------------------------------
 
@@ -230,13 +336,14 @@ class Tensor:
         """`x` as a Tensor; a Python number takes this tensor's dtype."""
         if isinstance(x, Tensor):
             return x
-        if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
             return Tensor(np.asarray(x, dtype=self.data.dtype))
-        if isinstance(x, np.ndarray):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fiu":
             return Tensor(x)
+        what = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else repr(x)
         raise TypeError(
             f"{op}: expected a Tensor, an ndarray or a number, "
-            f"got {type(x).__name__}"
+            f"got {type(x).__name__} ({what[:60]})"
         )
 
     # ---- matmul -------------------------------------------------------------
@@ -365,8 +472,11 @@ class Tensor:
 
     @staticmethod
     def pow_backward(g, saved, needs):
-        """VJP of x ** k: g * k x^(k-1)."""
+        """VJP of x ** k: g * k x^(k-1); for k = 0 the derivative is 0, also at
+        x = 0 where the formula would give 0 * inf = nan (as PyTorch)."""
         x, k = saved
+        if k == 0:
+            return (np.zeros_like(g * x),)
         return (g * (k * x ** (k - 1)),)
 
     def __rpow__(self, base):
@@ -422,13 +532,14 @@ class Tensor:
 
     def relu(self) -> Tensor:
         x = self.data
-        out = np.maximum(x, 0)  # relu(x) = max(x, 0)
-        return _result(out, (self,), Tensor.relu_backward, (x > 0,), "relu")
+        out = np.maximum(x, 0)  # relu(x) = max(x, 0); a NaN stays NaN
+        on = ~(x <= 0)  # x > 0, and True at NaN (PyTorch passes g through)
+        return _result(out, (self,), Tensor.relu_backward, (on,), "relu")
 
     @staticmethod
     def relu_backward(g, saved, needs):
-        """VJP of relu(x): g where x > 0, else 0 (the kink at 0 gets 0, as in
-        PyTorch)."""
+        """VJP of relu(x): g where x > 0 (or NaN), else 0 (the kink at 0 gets
+        0, as in PyTorch)."""
         (on,) = saved
         return (g * on,)
 
@@ -550,8 +661,13 @@ class Tensor:
 
     def __getitem__(self, index) -> Tensor:
         """NumPy indexing: slices, integers, integer arrays, masks."""
-        if isinstance(index, Tensor):
-            index = index.data
+        if isinstance(index, Tensor) or (
+            isinstance(index, tuple) and any(isinstance(i, Tensor) for i in index)
+        ):
+            raise TypeError(
+                "index: a Tensor cannot index (Tensors hold floats); "
+                "use an int, a slice, an integer ndarray or a boolean mask"
+            )
         try:
             out = self.data[index]
         except IndexError as e:
@@ -576,7 +692,7 @@ class Tensor:
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
         (no overflow)."""
-        (ax,) = _normalize_axes("softmax", axis, self.ndim)
+        ax = _one_axis("softmax", axis, self)
         s = numerics.softmax(self.data, ax)
         return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
 
@@ -590,7 +706,7 @@ class Tensor:
     def log_softmax(self, axis: int = -1) -> Tensor:
         """x - logsumexp(x) along `axis`, with the max subtracted first
         (stable)."""
-        (ax,) = _normalize_axes("log_softmax", axis, self.ndim)
+        ax = _one_axis("log_softmax", axis, self)
         out = numerics.log_softmax(self.data, ax)
         backward = Tensor.log_softmax_backward
         return _result(out, (self,), backward, (out, ax), "log_softmax")
@@ -643,6 +759,7 @@ class Tensor:
                 continue
             children = node._children
             needs = tuple(c.requires_grad for c in children)
+            _check_versions(node)
             grads = node._backward(node.grad, node._saved, needs)
             for child, g, need in zip(children, grads, needs):
                 if need:
@@ -689,6 +806,11 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
     logits: (B, C), targets: (B,) integer classes in [0, C) -> a scalar ().
     Computed from log-softmax with the max subtracted, so huge logits are fine.
     """
+    if not isinstance(logits, Tensor):
+        raise TypeError(
+            "cross_entropy: logits must be a Tensor (wrap an array as "
+            f"Tensor(array)), got {type(logits).__name__}"
+        )
     z = logits.data
     t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if z.ndim != 2:
