@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .graph_stats import GraphCount, count_graph
+from .numerics import positive_int, real_number, token_ids
 from .scalar import Value, zero_grad
 
 __all__ = [
@@ -235,6 +236,7 @@ class NameVocab:
 
     def decode(self, ids: Sequence[int]) -> str:
         """The characters of `ids`, with BOS left out."""
+        ids = token_ids("NameVocab.decode", "ids", ids, len(self)).tolist()
         return "".join(self.chars[i] for i in ids if i != self.bos)
 
 
@@ -492,10 +494,12 @@ class MicroGPT:
         Starts from BOS and stops at BOS or after block_size tokens.  Runs on
         floats (no graph); random.Random(seed).choices draws the tokens.
         """
+        temperature = real_number("MicroGPT.sample", "temperature", temperature)
         if not temperature > 0:
             raise ValueError(
                 f"MicroGPT.sample: temperature must be > 0, got {temperature!r}"
             )
+        n = positive_int("MicroGPT.sample", "n", n, minimum=0)
         rng, state, bos = random.Random(seed), self.float_state(), self.vocab.bos
         names = []
         for _ in range(n):

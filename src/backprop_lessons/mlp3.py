@@ -26,7 +26,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import log_softmax, one_hot, positive_int, sigmoid
+from .numerics import (
+    class_labels,
+    log_softmax,
+    one_hot,
+    positive_int,
+    real_array,
+    real_number,
+    sigmoid,
+)
 
 __all__ = ["ThreeLayerMLP", "sgd_step", "train", "accuracy"]
 
@@ -212,8 +220,18 @@ def sgd_step(params: dict, grads: dict, lr: float) -> None:
 
 
 def accuracy(model: ThreeLayerMLP, X, y) -> float:
-    """Fraction of rows whose most probable class is the label."""
-    return float(np.mean(model.predict(X) == np.asarray(y)))
+    """Fraction of rows whose most probable class is the label y (B,)."""
+    _check_model("accuracy", model)
+    predicted = model.predict(X)  # (B,)
+    y = class_labels("accuracy", "labels y", y, model.K, len(predicted))
+    return float(np.mean(predicted == y))
+
+
+def _check_model(op: str, model) -> None:
+    if not isinstance(model, ThreeLayerMLP):
+        raise TypeError(
+            f"{op}: model must be a ThreeLayerMLP, got {type(model).__name__}"
+        )
 
 
 def train(
@@ -230,9 +248,18 @@ def train(
     Returns the history {"loss": [...], "accuracy": [...]}, both measured on
     the whole of (X, y) after every epoch.  `batch_size=None` means full batch.
     """
-    X, y = np.asarray(X), np.asarray(y)
+    _check_model("train", model)
+    X = real_array("train", "X", X)
+    if X.ndim != 2 or X.shape[1] != model.d0:
+        raise ValueError(
+            f"train: X must have shape (B, {model.d0}), got {X.shape}"
+        )
     n = X.shape[0]
-    batch_size = n if batch_size is None else int(batch_size)
+    y = class_labels("train", "labels y", y, model.K, n)
+    epochs = positive_int("train", "epochs", epochs, minimum=0)
+    lr = real_number("train", "lr", lr)
+    batch_size = n if batch_size is None else batch_size
+    batch_size = positive_int("train", "batch_size", batch_size, minimum=0)
     if not 1 <= batch_size <= n:
         raise ValueError(
             f"train: batch_size must lie in [1, {n}], got {batch_size}"

@@ -75,7 +75,8 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            positive_int("GPTConfig", name, getattr(self, name))
+            value = positive_int("GPTConfig", name, getattr(self, name))
+            object.__setattr__(self, name, value)  # np.int64(8) -> 8
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"GPTConfig: n_embd={self.n_embd} must be divisible by "
