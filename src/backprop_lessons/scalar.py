@@ -53,7 +53,8 @@ def _pow_local_grad(x: float, k: float) -> float:
     try:
         return k * x ** (k - 1)
     except ZeroDivisionError:  # x = 0, 0 < k < 1: a vertical tangent
-        return math.inf
+        # PyTorch takes x ** -0.5 as 1 / sqrt(x), which is -inf at x = -0.0
+        return math.copysign(math.inf, x) if k == 0.5 else math.inf
     except OverflowError:  # the sign of k x^(k-1); x < 0 only with integer k
         odd = (k - 1) % 2 == 1
         return math.copysign(math.inf, k * (x if odd else 1.0))

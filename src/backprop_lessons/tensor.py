@@ -105,7 +105,8 @@ def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
     Checking only on failure keeps the common case free of a second shape
     computation."""
     try:
-        return ufunc(a.data, b.data)
+        with _ieee():  # inf - inf = nan, as PyTorch: no warning
+            return ufunc(a.data, b.data)
     except ValueError:
         _broadcast_shape(
             f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape
@@ -161,6 +162,23 @@ def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
     return tuple(sorted(out))
+
+
+# IEEE arithmetic without NumPy's warnings: inf and nan are results here, as
+# in PyTorch (which never warns about them), not accidents to report.
+def _ieee() -> np.errstate:
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def _power(x: np.ndarray, k: float) -> np.ndarray:
+    """x ** k as PyTorch computes it: k = 0.5 is sqrt(x) and k = -0.5 is
+    1 / sqrt(x), which differ from C's pow at -0.0 and -inf (sqrt(-inf) is
+    nan, 1 / sqrt(-0.0) is -inf)."""
+    if k == 0.5:
+        return np.sqrt(x)
+    if k == -0.5:
+        return 1 / np.sqrt(x)
+    return x**k
 
 
 def _one_axis(op: str, axis, t: Tensor) -> int:
@@ -442,7 +460,9 @@ class Tensor:
         """VJP of a / b: d/da = 1/b, d/db = -a/b^2, elementwise."""
         a, b = saved
         da = unbroadcast(g / b, a.shape) if needs[0] else None
-        db = unbroadcast(-g * a / (b * b), b.shape) if needs[1] else None
+        # -g a / b^2 as PyTorch orders it, (a / b) / b: b * b overflows
+        # for |b| > 1e154, where a / b / b is still a number
+        db = unbroadcast(-g * (a / b) / b, b.shape) if needs[1] else None
         return da, db
 
     def __radd__(self, other) -> Tensor:
@@ -468,7 +488,9 @@ class Tensor:
                 "write (k * x.log()).exp() for a tensor exponent"
             )
         x = self.data
-        return _result(x**k, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
+        with _ieee():  # 0 ** -1 = inf, (-8) ** 0.5 = nan, as PyTorch
+            out = _power(x, k)
+        return _result(out, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
 
     @staticmethod
     def pow_backward(g, saved, needs):
@@ -477,7 +499,7 @@ class Tensor:
         x, k = saved
         if k == 0:
             return (np.zeros_like(g * x),)
-        return (g * (k * x ** (k - 1)),)
+        return (g * (k * _power(x, k - 1)),)
 
     def __rpow__(self, base):
         raise TypeError(
@@ -494,7 +516,8 @@ class Tensor:
         return (-g,)
 
     def exp(self) -> Tensor:
-        e = np.exp(self.data)
+        with _ieee():  # exp(710) = inf, as PyTorch
+            e = np.exp(self.data)
         return _result(e, (self,), Tensor.exp_backward, (e,), "exp")
 
     @staticmethod
@@ -504,15 +527,12 @@ class Tensor:
         return (g * e,)
 
     def log(self) -> Tensor:
+        """ln x, as PyTorch: log(0) = -inf and log(x < 0) = nan (no error and
+        no warning; the scalar engine raises instead, see `Value.log`)."""
         x = self.data
-        bad = x <= 0
-        if bad.any():
-            raise ValueError(
-                "log: defined for positive numbers; "
-                f"{int(bad.sum())} of {x.size} "
-                f"entries are <= 0 (smallest {x.min():.4g}), shape {x.shape}"
-            )
-        return _result(np.log(x), (self,), Tensor.log_backward, (x,), "log")
+        with _ieee():
+            out = np.log(x)
+        return _result(out, (self,), Tensor.log_backward, (x,), "log")
 
     @staticmethod
     def log_backward(g, saved, needs):
@@ -559,7 +579,8 @@ class Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
         axes = _normalize_axes("sum", axis, self.ndim)
-        out = self.data.sum(axis=axes, keepdims=keepdims)
+        with _ieee():  # inf + -inf = nan, as PyTorch
+            out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
 
@@ -576,7 +597,8 @@ class Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
         axes = _normalize_axes("mean", axis, self.ndim)
         count = int(np.prod([self.shape[a] for a in axes]))
-        out = self.data.mean(axis=axes, keepdims=keepdims)
+        with _ieee():
+            out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
         return _result(out, (self,), Tensor.mean_backward, saved, "mean")
 
@@ -693,7 +715,8 @@ class Tensor:
         """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
         (no overflow)."""
         ax = _one_axis("softmax", axis, self)
-        s = numerics.softmax(self.data, ax)
+        with _ieee():  # softmax([inf, 1]) = [nan, nan], as PyTorch
+            s = numerics.softmax(self.data, ax)
         return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
 
     @staticmethod
@@ -707,7 +730,8 @@ class Tensor:
         """x - logsumexp(x) along `axis`, with the max subtracted first
         (stable)."""
         ax = _one_axis("log_softmax", axis, self)
-        out = numerics.log_softmax(self.data, ax)
+        with _ieee():
+            out = numerics.log_softmax(self.data, ax)
         backward = Tensor.log_softmax_backward
         return _result(out, (self,), backward, (out, ax), "log_softmax")
 
@@ -754,6 +778,11 @@ class Tensor:
             if node._children:
                 node.grad = None  # intermediate: recomputed from zero
         _accumulate(self, seed, "seed")
+        with _ieee():
+            self._backward_pass(order)
+
+    def _backward_pass(self, order: list) -> None:
+        """The VJPs in reverse topological order (see `backward`)."""
         for node in reversed(order):
             if not node._children or node.grad is None:
                 continue
@@ -835,8 +864,9 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
             f"cross_entropy: targets must lie in [0, {C}), "
             f"got values from {t.min()} to {t.max()}"
         )
-    logp = numerics.log_softmax(z, axis=1)  # (B, C)
-    loss = -logp[np.arange(B), t].mean()  # ()
+    with _ieee():
+        logp = numerics.log_softmax(z, axis=1)  # (B, C)
+        loss = -logp[np.arange(B), t].mean()  # ()
     out = np.asarray(loss, dtype=z.dtype)
     return _result(
         out, (logits,), cross_entropy_backward, (logp, t), "cross_entropy"
