@@ -22,6 +22,7 @@ Checks and formatting:
     class_labels(op, name, y, K)    integer labels (B,) in [0, K)
     token_ids(op, name, ids, V)     integer token ids in [0, V), any shape
     real_number(op, name, x)        a float, never None, a bool or a string
+    instance_of(op, name, x, cls)   x itself, or a TypeError naming `cls`
     non_negative(op, name, value)   a number >= 0 (noise levels)
     format_fixed(x, digits)         fixed-point text without "-0.0000"
 
@@ -47,6 +48,7 @@ __all__ = [
     "class_labels",
     "token_ids",
     "real_number",
+    "instance_of",
     "format_fixed",
 ]
 
@@ -100,6 +102,19 @@ def positive_int(op: str, name: str, value, minimum: int = 1) -> int:
         return int(value)
     what = "a positive int" if minimum == 1 else f"an int of at least {minimum}"
     raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+
+
+def instance_of(op: str, name: str, value, cls, hint: str = ""):
+    """`value` if it is a `cls` (a class or a tuple of classes), else a
+    TypeError naming `op`, `name` and the expected type (plus `hint`)."""
+    if isinstance(value, cls):
+        return value
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    expected = " or ".join(c.__name__ for c in classes)
+    raise TypeError(
+        f"{op}: {name} must be a {expected}{hint}, "
+        f"got {type(value).__name__} {value!r:.40}"
+    )
 
 
 def real_number(op: str, name: str, value, finite: bool = True) -> float:

@@ -778,21 +778,17 @@ class Tensor:
             if node._children:
                 node.grad = None  # intermediate: recomputed from zero
         _accumulate(self, seed, "seed")
-        with _ieee():
-            self._backward_pass(order)
-
-    def _backward_pass(self, order: list) -> None:
-        """The VJPs in reverse topological order (see `backward`)."""
-        for node in reversed(order):
-            if not node._children or node.grad is None:
-                continue
-            children = node._children
-            needs = tuple(c.requires_grad for c in children)
-            _check_versions(node)
-            grads = node._backward(node.grad, node._saved, needs)
-            for child, g, need in zip(children, grads, needs):
-                if need:
-                    _accumulate(child, g, node._op)
+        with _ieee():  # inf and nan are values here, as in PyTorch
+            for node in reversed(order):
+                if not node._children or node.grad is None:
+                    continue
+                children = node._children
+                needs = tuple(c.requires_grad for c in children)
+                _check_versions(node)  # saved arrays changed since forward?
+                grads = node._backward(node.grad, node._saved, needs)
+                for child, g, need in zip(children, grads, needs):
+                    if need:
+                        _accumulate(child, g, node._op)
 
     def zero_grad(self) -> None:
         """Forget the gradient (set it to None), before the next backward pass."""

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..gradcheck import relative_error
 from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
+from ..numerics import instance_of
 from ..scalar import zero_grad
 from .layers import (
     attention_backward,
@@ -73,6 +74,7 @@ __all__ = [
 
 def params_from_model(model: MicroGPT) -> dict[str, np.ndarray]:
     """The scalar model's current parameters as float64 arrays (copies)."""
+    instance_of("params_from_model", "model", model, MicroGPT)
     return {
         name: np.array(m, dtype=np.float64)
         for name, m in model.float_state().items()
@@ -308,6 +310,7 @@ def compare_with_scalar(
     model: MicroGPT, name: str, tol: float = 1e-12
 ) -> GradientComparison:
     """Backward of `name` on both engines, from the model's current weights."""
+    instance_of("compare_with_scalar", "model", model, MicroGPT)
     zero_grad(model.params)
     scalar_loss = model.loss(name)
     scalar_loss.backward()
@@ -340,6 +343,7 @@ def time_scalar_vs_numpy(
     one scalar step, then the best of `numpy_runs` NumPy steps, `repeats`
     times; the fastest of each side is kept.  The cyclic garbage collector
     is paused, as `microgpt.train` runs (see `microgpt.paused_gc`)."""
+    instance_of("time_scalar_vs_numpy", "model", model, MicroGPT)
     check = compare_with_scalar(model, name)
     if not check.passed:
         raise RuntimeError(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..numerics import positive_int
+from ..numerics import instance_of, positive_int
 from .layers import (
     attention_backward,
     attention_forward,
@@ -119,6 +119,7 @@ def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     Written out as llm.c's `fill_in_parameter_sizes` does; a test checks
     that they match the table's legend.
     """
+    instance_of("parameter_shapes", "config", config, GPTConfig)
     V, maxT, C = config.vocab_size, config.block_size, config.n_embd
     L = config.n_layer
     return {
