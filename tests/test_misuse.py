@@ -390,3 +390,45 @@ def test_shared_checks():
     with pytest.raises(ValueError, match=r"^f: y must be a 1-D array of integer"):
         class_labels("f", "y", [0.0, 1.0], 2)
     assert token_ids("f", "ids", [[1, 2]], 3).shape == (1, 2)
+
+
+# ---- the engines' functions and the configs ------------------------------------
+
+
+def test_engine_functions_name_themselves():
+    from backprop_lessons.scalar import zero_grad as value_zero_grad
+    from backprop_lessons.tensor import log_softmax
+    from backprop_lessons.tensor import zero_grad as tensor_zero_grad
+
+    with pytest.raises(TypeError, match=r"^topological_order: root must be"):
+        topological_order(None)
+    with pytest.raises(TypeError, match=r"^zero_grad: every item of values"):
+        value_zero_grad([Value(1.0), "w"])
+    with pytest.raises(TypeError, match=r"^zero_grad: every item of tensors"):
+        tensor_zero_grad([np.ones(2)])
+    with pytest.raises(TypeError, match=r"^softmax: x must be a Tensor"):
+        softmax(np.ones((2, 3)))
+    with pytest.raises(TypeError, match=r"^log_softmax: x must be a Tensor"):
+        log_softmax([1.0, 2.0])
+
+
+@pytest.mark.parametrize("index", ["x", 2.5, np.zeros(2), [0.5]])
+def test_tensor_index_of_the_wrong_kind(index):
+    with pytest.raises(TypeError, match=r"^index: "):
+        Tensor([1.0, 2.0])[index]
+    with pytest.raises(IndexError, match=r"^index: index 5 is out of bounds"):
+        Tensor([1.0, 2.0])[5]
+
+
+def test_configs_and_models_are_checked_at_the_entry_points():
+    from backprop_lessons import microgpt
+    from backprop_lessons.gpt.model import parameter_shapes
+
+    with pytest.raises(TypeError, match=r"^parameter_shapes: config must be a"):
+        parameter_shapes(None)
+    with pytest.raises(TypeError, match=r"^init_params|^parameter_shapes"):
+        init_params({"vocab_size": 8})
+    with pytest.raises(TypeError, match=r"^num_parameters: config must be a Mi"):
+        microgpt.num_parameters(CONFIG)
+    with pytest.raises(TypeError, match=r"^check_gradients: model must be a Mi"):
+        microgpt.check_gradients(None, "anna")

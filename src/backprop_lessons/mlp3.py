@@ -227,6 +227,29 @@ def accuracy(model: ThreeLayerMLP, X, y) -> float:
     return float(np.mean(predicted == y))
 
 
+def _check_training_data(model, X, y, epochs, lr, batch_size) -> tuple:
+    """The arguments of `train` checked: X (B, d0) real, y (B,) integer
+    labels in [0, K), epochs >= 0, a finite lr, batch_size in [1, B] (None:
+    B).  Returns X, y and the batch size."""
+    _check_model("train", model)
+    X = real_array("train", "X", X)
+    if X.ndim != 2 or X.shape[1] != model.d0:
+        raise ValueError(
+            f"train: X must have shape (B, {model.d0}), got {X.shape}"
+        )
+    n = X.shape[0]
+    y = class_labels("train", "labels y", y, model.K, n)
+    positive_int("train", "epochs", epochs, minimum=0)
+    real_number("train", "lr", lr)
+    batch_size = n if batch_size is None else batch_size
+    batch_size = positive_int("train", "batch_size", batch_size, minimum=0)
+    if not 1 <= batch_size <= n:
+        raise ValueError(
+            f"train: batch_size must lie in [1, {n}], got {batch_size}"
+        )
+    return X, y, batch_size
+
+
 def _check_model(op: str, model) -> None:
     if not isinstance(model, ThreeLayerMLP):
         raise TypeError(
@@ -248,22 +271,8 @@ def train(
     Returns the history {"loss": [...], "accuracy": [...]}, both measured on
     the whole of (X, y) after every epoch.  `batch_size=None` means full batch.
     """
-    _check_model("train", model)
-    X = real_array("train", "X", X)
-    if X.ndim != 2 or X.shape[1] != model.d0:
-        raise ValueError(
-            f"train: X must have shape (B, {model.d0}), got {X.shape}"
-        )
+    X, y, batch_size = _check_training_data(model, X, y, epochs, lr, batch_size)
     n = X.shape[0]
-    y = class_labels("train", "labels y", y, model.K, n)
-    epochs = positive_int("train", "epochs", epochs, minimum=0)
-    lr = real_number("train", "lr", lr)
-    batch_size = n if batch_size is None else batch_size
-    batch_size = positive_int("train", "batch_size", batch_size, minimum=0)
-    if not 1 <= batch_size <= n:
-        raise ValueError(
-            f"train: batch_size must lie in [1, {n}], got {batch_size}"
-        )
     rng = np.random.default_rng(seed)
     history = {"loss": [], "accuracy": []}
     for _ in range(epochs):

@@ -293,6 +293,16 @@ def _rebuild_graph(leaves: list, table: list) -> Value:
     return nodes[-1]
 
 
+def _check_root(op: str, node, name: str = "root") -> None:
+    """A TypeError unless `node` is a graph node: a `Value` (or a `Tensor`,
+    whose engine shares `topological_order`)."""
+    if type(node) is not Value and not hasattr(node, "_children"):
+        raise TypeError(
+            f"{op}: {name} must be a Value, got {type(node).__name__} "
+            f"{node!r:.40}"
+        )
+
+
 def topological_order(root: Value) -> list[Value]:
     """All values `root` depends on, each after all of its inputs; `root` is last.
 
@@ -301,6 +311,7 @@ def topological_order(root: Value) -> list[Value]:
     several paths is listed once.  Inputs are visited left to right, so the
     order equals that of the textbook recursive version.
     """
+    _check_root("topological_order", root)
     order: list[Value] = []
     visited: set[Value] = set()  # Values hash by identity (no __eq__ is defined)
     stack: list[tuple[Value, bool]] = [(root, False)]
@@ -322,4 +333,6 @@ def topological_order(root: Value) -> list[Value]:
 def zero_grad(values: Iterable[Value]) -> None:
     """Set `grad = 0.0` on every given value (call it between training steps)."""
     for v in values:
+        if type(v) is not Value:
+            _check_root("zero_grad", v, "every item of values")
         v.grad = 0.0

@@ -693,7 +693,9 @@ class Tensor:
         try:
             out = self.data[index]
         except IndexError as e:
-            raise IndexError(f"index: {e} (tensor shape {self.shape})") from None
+            # a float, a string...: the wrong kind of index, not out of range
+            kind = TypeError if "integer" in str(e) else IndexError
+            raise kind(f"index: {e} (tensor shape {self.shape})") from None
         saved = (self.shape, self.data.dtype, index)
         return _result(
             np.array(out), (self,), Tensor.getitem_backward, saved, "index"
@@ -817,12 +819,12 @@ def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Softmax of `x` along `axis` (see `Tensor.softmax`)."""
-    return x.softmax(axis)
+    return _tensor("softmax", x).softmax(axis)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Log-softmax of `x` along `axis` (see `Tensor.log_softmax`)."""
-    return x.log_softmax(axis)
+    return _tensor("log_softmax", x).log_softmax(axis)
 
 
 def cross_entropy(logits: Tensor, targets) -> Tensor:
@@ -882,4 +884,14 @@ def zero_grad(tensors: Iterable[Tensor]) -> None:
     """Set `grad = None` on every given tensor (call it between training
     steps)."""
     for t in tensors:
-        t.grad = None
+        _tensor("zero_grad", t, "every item of tensors").grad = None
+
+
+def _tensor(op: str, x, name: str = "x") -> Tensor:
+    """`x` if it is a Tensor, else a TypeError naming `op`."""
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{op}: {name} must be a Tensor (wrap an array as Tensor(array)), "
+            f"got {type(x).__name__}"
+        )
+    return x

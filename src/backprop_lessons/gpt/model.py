@@ -153,6 +153,7 @@ def init_params(
     gains 1.  Drawn in float64 and then cast, so float32 and float64 models
     with the same seed hold the same numbers (up to rounding).
     """
+    instance_of("init_params", "config", config, GPTConfig)
     rng = np.random.default_rng(seed)
     std_proj = 0.02 / math.sqrt(2 * config.n_layer)
     stds = {"wpe": 0.01, "attprojw": std_proj, "fcprojw": std_proj}
