@@ -105,8 +105,7 @@ def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
     Checking only on failure keeps the common case free of a second shape
     computation."""
     try:
-        with _ieee():  # inf - inf = nan, as PyTorch: no warning
-            return ufunc(a.data, b.data)
+        return ufunc(a.data, b.data)
     except ValueError:
         _broadcast_shape(
             f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape
@@ -166,6 +165,12 @@ def _normalize_axes(op: str, axis, ndim: int) -> tuple:
 
 # IEEE arithmetic without NumPy's warnings: inf and nan are results here, as
 # in PyTorch (which never warns about them), not accidents to report.
+# How many in-place writes through `Tensor.data` happened so far, in any
+# tensor.  A node notes it at creation (`_versions[0]`); while it is
+# unchanged, `backward` knows no saved array changed and skips the check.
+_WRITES = [0]
+
+
 def _ieee() -> np.errstate:
     return np.errstate(divide="ignore", invalid="ignore", over="ignore")
 
@@ -202,7 +207,7 @@ def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
     if any(t.requires_grad for t in inputs):
         out.requires_grad = True
         out._children, out._backward, out._saved = inputs, backward, saved
-        out._versions = tuple([t._version for t in inputs])
+        out._versions = (_WRITES[0], *[t._version for t in inputs])
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
@@ -222,11 +227,13 @@ def _check_versions(node: Tensor) -> None:
 
     Every in-place write through `t.data` (`t.data -= lr * g`, which assigns
     the same array back) bumps `t._version`; `_result` noted the inputs'
-    versions and an output starts at 0.  Only a tensor whose array the rule
-    actually saved (it shares memory with one of `_saved`) makes this an
-    error: `x + 1` saves shapes, so changing `x` afterwards is harmless.
+    versions in `_versions[1:]` (after the count of writes, `_WRITES`, at
+    that moment) and an output starts at version 0.  Only a tensor whose
+    array the rule actually saved (it shares memory with one of `_saved`)
+    makes this an error: `x + 1` saves shapes, so changing `x` afterwards is
+    harmless.
     """
-    pairs = zip((*node._children, node), (*node._versions, 0))
+    pairs = zip((*node._children, node), (*node._versions[1:], 0))
     for t, expected in pairs:
         if t._version != expected and _saves(node._saved, t._data):
             raise RuntimeError(
@@ -296,6 +303,7 @@ class Tensor:
     def data(self, value) -> None:
         if value is self._data:  # t.data -= x: the array changed in place
             self._version += 1
+            _WRITES[0] += 1
             return
         arr = _as_real_array("Tensor.data", "value", value)
         if arr.shape != self._data.shape:
@@ -451,7 +459,8 @@ class Tensor:
 
     def __truediv__(self, other) -> Tensor:
         other = self._other(other, "div")
-        out = _broadcasting(np.divide, self, other, "/", "div")
+        with _ieee():  # 1 / 0 = inf and 0 / 0 = nan, as PyTorch
+            out = _broadcasting(np.divide, self, other, "/", "div")
         saved = (self.data, other.data)
         return _result(out, (self, other), Tensor.div_backward, saved, "/")
 
@@ -553,7 +562,7 @@ class Tensor:
     def relu(self) -> Tensor:
         x = self.data
         out = np.maximum(x, 0)  # relu(x) = max(x, 0); a NaN stays NaN
-        on = ~(x <= 0)  # x > 0, and True at NaN (PyTorch passes g through)
+        on = out != 0  # x > 0, and True at NaN (PyTorch passes g through)
         return _result(out, (self,), Tensor.relu_backward, (on,), "relu")
 
     @staticmethod
@@ -579,8 +588,7 @@ class Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
         axes = _normalize_axes("sum", axis, self.ndim)
-        with _ieee():  # inf + -inf = nan, as PyTorch
-            out = self.data.sum(axis=axes, keepdims=keepdims)
+        out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
 
@@ -597,8 +605,7 @@ class Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
         axes = _normalize_axes("mean", axis, self.ndim)
         count = int(np.prod([self.shape[a] for a in axes]))
-        with _ieee():
-            out = self.data.mean(axis=axes, keepdims=keepdims)
+        out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
         return _result(out, (self,), Tensor.mean_backward, saved, "mean")
 
@@ -786,7 +793,8 @@ class Tensor:
                     continue
                 children = node._children
                 needs = tuple(c.requires_grad for c in children)
-                _check_versions(node)  # saved arrays changed since forward?
+                if node._versions[0] != _WRITES[0]:  # a write since forward
+                    _check_versions(node)
                 grads = node._backward(node.grad, node._saved, needs)
                 for child, g, need in zip(children, grads, needs):
                     if need:
