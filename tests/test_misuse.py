@@ -103,8 +103,9 @@ def test_tensor_data_assignment_is_checked():
 # ---- Tensor: in-place changes between forward and backward --------------------
 
 INPLACE = r"one of the variables needed for gradient computation has been "
-INPLACE += r"modified by an inplace operation: \[Tensor \(2,\) float64, {who}\] "
-INPLACE += r".* is at version 1; expected version 0 instead"
+INPLACE += r"modified by an inplace operation: \[Tensor \(2,\) float64\], which "
+INPLACE += r"is {who}, is at version 1; expected version 0 instead \(saved for "
+INPLACE += r"the backward of {op}\)"
 
 
 def test_inplace_change_of_an_input_is_caught():
@@ -112,7 +113,9 @@ def test_inplace_change_of_an_input_is_caught():
     x = Tensor([1.0, 2.0], requires_grad=True)
     y = (x * x).sum()
     x.data -= 1.0
-    with pytest.raises(RuntimeError, match=INPLACE.format(who="a leaf")):
+    with pytest.raises(
+        RuntimeError, match=INPLACE.format(who="a leaf", op=r"\*")
+    ):
         y.backward()
 
 
@@ -121,7 +124,9 @@ def test_inplace_change_of_a_saved_output_is_caught():
     e = x.exp()  # exp saves its output
     y = e.sum()
     e.data *= 2.0
-    with pytest.raises(RuntimeError, match=INPLACE.format(who="output of exp")):
+    with pytest.raises(
+        RuntimeError, match=INPLACE.format(who="output of exp", op="exp")
+    ):
         y.backward()
 
 

@@ -216,9 +216,10 @@ def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
 
 
 def _describe(t: Tensor) -> str:
-    """A tensor in an error message: "[Tensor (2, 3) float64, output of exp]"."""
+    """A tensor in an error message, worded as PyTorch's:
+    "[Tensor (2, 3) float64], which is output of exp"."""
     made = f"output of {t._op}" if t._op else "a leaf"
-    return f"[Tensor {t.shape} {t.dtype}, {made}]"
+    return f"[Tensor {t.shape} {t.dtype}], which is {made},"
 
 
 def _check_versions(node: Tensor) -> None:
@@ -238,10 +239,11 @@ def _check_versions(node: Tensor) -> None:
         if t._version != expected and _saves(node._saved, t._data):
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been "
-                f"modified by an inplace operation: {_describe(t)} (input of "
-                f"{node._op}) is at version {t._version}; expected version "
-                f"{expected} instead. Hint: change .data out of place "
-                "(t.data = t.data - 1) or run the forward pass again"
+                f"modified by an inplace operation: {_describe(t)} is at "
+                f"version {t._version}; expected version {expected} instead "
+                f"(saved for the backward of {node._op}). Hint: run the "
+                "forward pass again after changing .data, or change it out "
+                "of place (t.data = t.data - 1)"
             )
 
 
