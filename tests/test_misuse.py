@@ -216,6 +216,12 @@ def test_deep_graphs_copy_and_pickle(clone):
     assert x2.grad == x.grad and x2 is not x
 
 
+def test_shallow_copy_shares_the_inputs():
+    x, y = chain(3)
+    y2 = copy.copy(y)
+    assert y2 is not y and y2._children is y._children and y2.data == y.data
+
+
 # ---- scalar_nn -----------------------------------------------------------------
 
 

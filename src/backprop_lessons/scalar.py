@@ -15,6 +15,14 @@ a large graph's run time tracing those cycles.  Here every reference points
 from a node to its inputs, so a graph is freed by reference counting alone.
 Chapter 1 shows both designs side by side; chapter 2 measures the cost.
 
+Local derivatives are taken at forward time and stored as numbers: changing
+a value's `.data` after the forward pass changes neither the outputs nor any
+gradient of the graph already built (PyTorch would raise, see `tensor.py`);
+run the forward pass again to see the new value.  Where PyTorch returns inf
+or nan (log(0), exp(710), 0 ** -1, x / 0) this engine raises an error that
+names the operation: chapter 1 prefers a loud error to a silent inf.  NaN
+inputs propagate as in PyTorch (relu(nan) is nan).
+
 What this module is not: a tensor library (see `tensor.py`) or a fast one.
 It exists to be read.  It imports nothing outside the standard library.
 """
@@ -218,6 +226,14 @@ class Value:
         return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
 
     # ---- copying and pickling --------------------------------------------------
+
+    def __copy__(self) -> Value:
+        """A shallow copy: a new node with the same inputs (not a new graph)."""
+        v = Value(
+            self.data, self.label, self._children, self._local_grads, self._op
+        )
+        v.grad = self.grad
+        return v
 
     def __reduce__(self):
         """Pickle and `copy.deepcopy` without recursion, for graphs of any depth.

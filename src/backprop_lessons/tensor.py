@@ -26,6 +26,15 @@ every call, and broadcasting follows NumPy.  One difference: `transpose`
 follows NumPy (`transpose(*axes)` permutes all axes, `.T` reverses them),
 not `torch.transpose(dim0, dim1)`.
 
+In-place changes are caught as PyTorch catches them: `t.data` is a property,
+and writing the array back (`t.data -= lr * t.grad`) bumps `t._version`; a
+backward rule whose saved array was changed since its forward raises
+PyTorch's "modified by an inplace operation" RuntimeError.  Writes through
+an element or a view (`t.data[0] = 1`, `v = t.data; v += 1`) never reach the
+property and are not seen: a checksum per saved array would catch them, at
+a cost on every operation that this engine does not pay.  inf and nan are
+values, as in PyTorch (log(0) = -inf, no NumPy warnings).
+
 Shape legend used in the comments: `(...)` any shape; `B` batch, `C`
 classes; `(..., m, n)` a stack of m x n matrices.
 
