@@ -443,3 +443,11 @@ def test_configs_and_models_are_checked_at_the_entry_points():
         microgpt.num_parameters(CONFIG)
     with pytest.raises(TypeError, match=r"^check_gradients: model must be a Mi"):
         microgpt.check_gradients(None, "anna")
+
+
+def test_backward_seed_is_checked():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"^backward: grad must be real numbers"):
+        (x * 2).backward("x")
+    (x * 2).backward(Tensor([1.0, 1.0]))
+    assert x.grad.tolist() == [2.0, 2.0]

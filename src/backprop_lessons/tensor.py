@@ -786,8 +786,8 @@ class Tensor:
                 )
             seed = np.ones_like(self.data)
         else:
-            seed = grad.data if isinstance(grad, Tensor) else grad
-            seed = np.asarray(seed, dtype=self.data.dtype)
+            seed = _as_real_array("backward", "grad", grad)
+            seed = seed.astype(self.data.dtype, copy=False)
             if seed.shape != self.shape:
                 raise ValueError(
                     f"backward: grad has shape {seed.shape} but the output has "
