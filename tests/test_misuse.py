@@ -451,3 +451,29 @@ def test_backward_seed_is_checked():
         (x * 2).backward("x")
     (x * 2).backward(Tensor([1.0, 1.0]))
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_more_entry_points_name_themselves():
+    from backprop_lessons.forward_mode import backward_pass
+    from backprop_lessons.gpt.model import num_parameters
+    from backprop_lessons.gpt.scalar_gpt import scalar_gradients
+    from backprop_lessons.mlp3 import sgd_step
+
+    cases = [
+        (lambda: backward_pass(None), r"^backward_pass: out must be a Value"),
+        (lambda: num_parameters(None), r"^num_parameters: params must be a dict"),
+        (lambda: scalar_params(None), r"^scalar_params: params must be a dict"),
+        (lambda: scalar_gradients([]), r"^scalar_gradients: sparams must be"),
+        (lambda: sgd_step(None, {}, 0.1), r"^sgd_step: params must be a dict"),
+        (
+            lambda: scalar_gpt_loss({}, None, [1], [1]),
+            r"^scalar_gpt_loss: config",
+        ),
+        (
+            lambda: sample({}, CONFIG, None, "a"),
+            r"^sample: vocab must be a CharVocab",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            call()

@@ -407,6 +407,10 @@ def evaluate_pass(f: Callable, inputs: list):
 
 def backward_pass(out: Value) -> None:
     """out.backward(), run by the interpreter in charge."""
+    if not isinstance(out, Value):
+        raise TypeError(
+            f"backward_pass: out must be a Value, got {type(out).__name__}"
+        )
     _interpreters[-1].backward(out)
 
 

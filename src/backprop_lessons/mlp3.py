@@ -28,6 +28,7 @@ import numpy as np
 
 from .numerics import (
     class_labels,
+    instance_of,
     log_softmax,
     one_hot,
     positive_int,
@@ -210,6 +211,9 @@ class ThreeLayerMLP:
 
 def sgd_step(params: dict, grads: dict, lr: float) -> None:
     """p <- p - lr * dp for every name, in place."""
+    instance_of("sgd_step", "params", params, dict)
+    instance_of("sgd_step", "grads", grads, dict)
+    real_number("sgd_step", "lr", lr)
     for name, g in grads.items():
         if g.shape != params[name].shape:
             raise ValueError(

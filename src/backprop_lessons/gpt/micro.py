@@ -39,7 +39,7 @@ import numpy as np
 
 from ..gradcheck import relative_error
 from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
-from ..numerics import instance_of
+from ..numerics import instance_of, positive_int, real_number
 from ..scalar import zero_grad
 from .layers import (
     attention_backward,
@@ -259,6 +259,10 @@ def sample(
     seed: int = 0,
 ) -> list[str]:
     """MicroGPT.sample on arrays: the same draws from the same generator."""
+    instance_of("sample", "config", config, MicroGPTConfig)
+    instance_of("sample", "vocab", vocab, NameVocab)
+    temperature = real_number("sample", "temperature", temperature)
+    n = positive_int("sample", "n", n, minimum=0)
     if not temperature > 0:
         raise ValueError(f"sample: temperature must be > 0, got {temperature!r}")
     rng, names = random.Random(seed), []

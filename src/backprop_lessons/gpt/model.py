@@ -172,6 +172,7 @@ def init_params(
 def num_parameters(params: dict[str, np.ndarray]) -> int:
     """How many numbers the model learns (wte counted once: the LM head
     shares it)."""
+    instance_of("num_parameters", "params", params, dict)
     return sum(p.size for p in params.values())
 
 

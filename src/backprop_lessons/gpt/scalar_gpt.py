@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..numerics import token_ids
+from ..numerics import instance_of, token_ids
 from ..scalar import Value
 from .layers import GELU_CUBIC, GELU_SCALE, LAYERNORM_EPS
 from .model import BLOCK_PARAMETERS, GPTConfig
@@ -34,6 +34,7 @@ __all__ = ["scalar_params", "scalar_gradients", "scalar_gpt_loss"]
 def scalar_params(params) -> dict:
     """Each array of `params` as nested lists of Values (same nesting as the
     array's shape)."""
+    instance_of("scalar_params", "params", params, dict)
 
     def wrap(a):
         return [wrap(x) for x in a] if isinstance(a, list) else Value(float(a))
@@ -47,6 +48,7 @@ def scalar_params(params) -> dict:
 def scalar_gradients(sparams) -> dict[str, np.ndarray]:
     """The `.grad` of every Value of `sparams`, as float64 arrays under the
     same names."""
+    instance_of("scalar_gradients", "sparams", sparams, dict)
 
     def grads(a):
         return [grads(x) for x in a] if isinstance(a, list) else a.grad
@@ -124,7 +126,8 @@ def attention(qkv, t: int, n_head: int):
 def _check_sequence(config: GPTConfig, idx, targets) -> tuple[list, list]:
     """idx and targets as lists of token ids in [0, V), of one length in
     [1, block_size], or a ValueError/TypeError naming scalar_gpt_loss."""
-    op, V = "scalar_gpt_loss", config.vocab_size
+    op = "scalar_gpt_loss"
+    V = instance_of(op, "config", config, GPTConfig).vocab_size
     idx = token_ids(op, "idx", idx, V, min_size=1)
     targets = token_ids(op, "targets", targets, V, min_size=1)
     if (

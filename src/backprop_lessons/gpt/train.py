@@ -21,7 +21,13 @@ import math
 import numpy as np
 
 from ..data.corpus import CharVocab
-from ..numerics import positive_int, real_number, softmax, token_ids
+from ..numerics import (
+    instance_of,
+    positive_int,
+    real_number,
+    softmax,
+    token_ids,
+)
 from .model import GPTConfig, gpt_backward, gpt_forward
 
 __all__ = ["get_batch", "AdamW", "DECAYED", "train", "sample"]
@@ -154,7 +160,9 @@ def sample(
     with a seeded generator); temperature 0 takes the most likely token.
     Returns the prompt followed by the new characters.
     """
-    if not prompt:
+    instance_of("sample", "config", config, GPTConfig)
+    instance_of("sample", "vocab", vocab, CharVocab)
+    if not isinstance(prompt, str) or not prompt:
         raise ValueError("sample: the prompt must hold at least one character")
     temperature = real_number("sample", "temperature", temperature)
     if temperature < 0:
