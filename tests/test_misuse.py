@@ -477,3 +477,42 @@ def test_more_entry_points_name_themselves():
     for call, message in cases:
         with pytest.raises(TypeError, match=message):
             call()
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda t: t.reshape(2.5), TypeError, r"^reshape: shape must be ints"),
+        (lambda t: t.reshape("a"), TypeError, r"^reshape: shape must be ints"),
+        (
+            lambda t: t.transpose("ab"),
+            TypeError,
+            r"^transpose: axes must be ints",
+        ),
+        (lambda t: t.sum(keepdims="no"), TypeError, r"^sum: keepdims must be"),
+        (lambda t: t.max(keepdims=1), TypeError, r"^max: keepdims must be"),
+    ],
+)
+def test_tensor_shape_arguments(call, error, message):
+    t = Tensor(np.ones((2, 2)))
+    with pytest.raises(error, match=message):
+        call(t)
+    assert t.reshape(4).shape == (4,) and t.reshape((1, 4)).shape == (1, 4)
+    assert t.transpose((1, 0)).shape == (2, 2)
+
+
+def test_functions_and_arrays_are_checked():
+    from backprop_lessons.forward_mode import jvp, vjp
+    from backprop_lessons.gradcheck import relative_error
+
+    with pytest.raises(TypeError, match=r"^jvp: f must be a function"):
+        jvp(None, [1.0], [1.0])
+    with pytest.raises(TypeError, match=r"^vjp: f must be a function"):
+        vjp(None, [1.0], 1.0)
+    with pytest.raises(TypeError, match=r"^relative_error: a must hold real"):
+        relative_error("a", 1.0)
+    model = ThreeLayerMLP(2, 3, 3, 2)
+    with pytest.raises(TypeError, match=r"^ThreeLayerMLP.forward: X must hold"):
+        model.forward([[None, 1.0]])  # NumPy would make it nan
+    with pytest.raises(ValueError, match=r"^ThreeLayerMLP: seed must be"):
+        ThreeLayerMLP(2, 3, 3, 2, seed="a")

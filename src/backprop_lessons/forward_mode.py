@@ -465,6 +465,11 @@ def _outputs(out, where: str) -> tuple[list, bool]:
     )
 
 
+def _callable(op: str, f) -> None:
+    if not callable(f):
+        raise TypeError(f"{op}: f must be a function, got {type(f).__name__}")
+
+
 def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     """f(primals) and its directional derivative J v along v = `tangents`, in
     one pass.
@@ -472,6 +477,7 @@ def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     Returns `(outputs, output_tangents)`: two floats if f returns a number,
     two lists if it returns a list.
     """
+    _callable("jvp", f)
     xs = _as_floats(primals, "jvp primals")
     vs = _as_floats(tangents, "jvp tangents")
     if len(xs) != len(vs):
@@ -520,6 +526,7 @@ def vjp(
     Returns `(outputs, input_cotangents)`: outputs as f returned them (float or
     list), input cotangents as a list with one entry per input.
     """
+    _callable("vjp", f)
     inputs = [Value(x) for x in _as_floats(primals, "vjp primals")]
     returned = {}  # f's outputs, for the caller
 

@@ -65,6 +65,7 @@ class ThreeLayerMLP:
             raise ValueError(
                 f"ThreeLayerMLP: dtype must be a float type, got {self.dtype}"
             )
+        seed = positive_int("ThreeLayerMLP", "seed", seed, minimum=0)
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
         for name, shape in self.param_shapes().items():
@@ -101,7 +102,7 @@ class ThreeLayerMLP:
     def forward(self, X) -> np.ndarray:
         """Class probabilities P (B, K) for inputs X (B, d0); keeps what
         backward needs."""
-        X = np.asarray(X)
+        X = real_array("ThreeLayerMLP.forward", "X", X)
         if X.ndim != 2 or X.shape[1] != self.d0:
             raise ValueError(
                 "ThreeLayerMLP.forward: X must have shape "

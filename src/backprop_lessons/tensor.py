@@ -195,6 +195,20 @@ def _power(x: np.ndarray, k: float) -> np.ndarray:
     return x**k
 
 
+def _check_ints(op: str, name: str, values: tuple) -> None:
+    """A TypeError unless every entry of `values` is an int (not a bool)."""
+    if not all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        for v in values
+    ):
+        raise TypeError(f"{op}: {name} must be ints, got {values!r}")
+
+
+def _check_keepdims(op: str, keepdims) -> None:
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"{op}: keepdims must be True or False, got {keepdims!r}")
+
+
 def _one_axis(op: str, axis, t: Tensor) -> int:
     """The single, non-empty axis a softmax works along, or a clear error."""
     if not isinstance(axis, numbers.Integral):
@@ -599,6 +613,7 @@ class Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
         axes = _normalize_axes("sum", axis, self.ndim)
+        _check_keepdims("sum", keepdims)
         out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
@@ -615,6 +630,7 @@ class Tensor:
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
         axes = _normalize_axes("mean", axis, self.ndim)
+        _check_keepdims("mean", keepdims)
         count = int(np.prod([self.shape[a] for a in axes]))
         out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
@@ -632,6 +648,7 @@ class Tensor:
         """Maximum over `axis` (None: all).  Ties share the gradient equally
         (like torch.amax)."""
         axes = _normalize_axes("max", axis, self.ndim)
+        _check_keepdims("max", keepdims)
         if self.size == 0:
             raise ValueError(f"max: the tensor of shape {self.shape} is empty")
         m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
@@ -654,8 +671,9 @@ class Tensor:
     def reshape(self, *shape) -> Tensor:
         """The same entries in a new shape: t.reshape(2, 3) or
         t.reshape((2, 3)); -1 allowed."""
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        _check_ints("reshape", "shape", shape)
         try:
             out = self.data.reshape(shape)
         except ValueError:
@@ -676,8 +694,9 @@ class Tensor:
         """Permute the axes as NumPy does: no argument reverses them; else a
         permutation."""
         n = self.ndim
-        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
+        _check_ints("transpose", "axes", axes)
         if not axes:
             axes = tuple(reversed(range(n)))
         if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
