@@ -516,3 +516,42 @@ def test_functions_and_arrays_are_checked():
         model.forward([[None, 1.0]])  # NumPy would make it nan
     with pytest.raises(ValueError, match=r"^ThreeLayerMLP: seed must be"):
         ThreeLayerMLP(2, 3, 3, 2, seed="a")
+
+
+# ---- debug and viz ----------------------------------------------------------
+
+
+def test_gradient_flow_table_asks_for_named_parameters():
+    import torch
+
+    from backprop_lessons.debug import gradient_flow_table
+
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(
+        TypeError, match=r"^gradient_flow_table: expected a torch"
+    ):
+        gradient_flow_table(model.parameters())
+    assert len(gradient_flow_table(model.named_parameters()).rows) == 2
+
+
+def test_find_nan_origin_reraises_an_error_that_is_not_a_nan():
+    import torch
+
+    from backprop_lessons.debug import find_nan_origin
+
+    def shape_bug():
+        x = torch.ones(2, 3, requires_grad=True)
+        (x @ torch.ones(2, 3)).sum().backward()
+
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes"):
+        find_nan_origin(shape_bug)
+    with pytest.raises(TypeError, match=r"^find_nan_origin: fn must be callable"):
+        find_nan_origin(None)
+
+
+@pytest.mark.parametrize("root", [3.0, Tensor([1.0]), [Value(1.0)]])
+def test_draw_graph_asks_for_a_value(root):
+    from backprop_lessons.viz.graph import draw_graph
+
+    with pytest.raises(TypeError, match=r"^draw_graph: root must be a Value"):
+        draw_graph(root)
