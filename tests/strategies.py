@@ -24,6 +24,8 @@ __all__ = [
     "expression_graphs",
     "evaluate_graph",
     "float_unary",
+    "SPECIAL_FLOATS",
+    "special_floats",
 ]
 
 
@@ -49,6 +51,36 @@ def exponents():
     """Numeric exponents for `x ** k` on positive bases: ints and fractions,
     both signs."""
     return st.sampled_from([2, 3, -1, -2, 0.5, 1.5, -0.5, 2.5])
+
+
+# The floats where implementations disagree: NaN, both infinities, both
+# zeros, the overflow edges of exp (709.78) and of float64 (1.8e308), and a
+# subnormal.  `special_floats` mixes them with ordinary values.
+SPECIAL_FLOATS = (
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    709.0,
+    710.0,
+    -745.0,
+    1e300,
+    -1e300,
+    1.7e308,
+    5e-324,
+)
+
+
+def special_floats():
+    """NaN, +-inf, +-0.0, huge and tiny values, and ordinary finite floats:
+    the inputs of the NaN/inf suite (`tests/test_nan_semantics.py`)."""
+    return st.one_of(
+        st.sampled_from(SPECIAL_FLOATS),
+        st.floats(-30.0, 30.0, allow_nan=False, allow_infinity=False),
+    )
 
 
 # ---- random expression graphs ------------------------------------------------

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
+from hypothesis.extra.numpy import (
+    array_shapes,
+    arrays,
+    mutually_broadcastable_shapes,
+)
+
+from strategies import special_floats
 
 __all__ = [
     "small_shapes",
@@ -23,7 +29,15 @@ __all__ = [
     "chain_operands",
     "run_chain",
     "CHAIN_OPS",
+    "special_arrays",
 ]
+
+
+def special_arrays(min_dims: int = 1, max_dims: int = 2, max_side: int = 4):
+    """float64 arrays whose entries mix NaN, +-inf, +-0.0 and huge values with
+    ordinary ones (entry by entry, from `strategies.special_floats`)."""
+    shapes = small_shapes(min_dims, max_dims, max_side)
+    return arrays(np.float64, shapes, elements=special_floats())
 
 
 def small_shapes(min_dims: int = 0, max_dims: int = 3, max_side: int = 4):

@@ -167,7 +167,7 @@ def test_wrong_input_length_raises():
 )
 def test_unknown_nonlinearity_raises(make):
     with pytest.raises(
-        ValueError, match=r"Neuron: nonlin must be one of .*'softplus'"
+        ValueError, match=r"(Neuron|MLP): nonlin must be one of .*'softplus'"
     ):
         make()
 

@@ -42,7 +42,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .gpt.model import GPTConfig
 from .gpt.reference import torch_gpt_block, torch_gpt_loss
-from .numerics import positive_int
+from .numerics import instance_of, positive_int
 
 __all__ = [
     "count_flops",
@@ -103,6 +103,7 @@ def gpt_flops_formula(config: GPTConfig, B: int, T: int) -> dict[str, int]:
     backward           = 2 * forward (each matmul's backward is two matmuls
                          of the same size: one for each input's gradient)
     """
+    instance_of("gpt_flops_formula", "config", config, GPTConfig)
     n_mm, L, C = gpt_matmul_parameters(config), config.n_layer, config.n_embd
     forward = B * T * (2 * n_mm + 4 * L * T * C)
     return {"forward": forward, "backward": 2 * forward, "total": 3 * forward}

@@ -174,7 +174,15 @@ def gradient_flow_table(
     is_module = isinstance(params, torch.nn.Module)
     named = params.named_parameters() if is_module else params
     rows = []
-    for name, p in named:
+    for pair in named:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(
+                "gradient_flow_table: expected a torch.nn.Module or "
+                "(name, parameter) pairs such as model.named_parameters(), "
+                f"got an item of type {type(pair).__name__} (pass "
+                "model.named_parameters(), not model.parameters())"
+            )
+        name, p = pair
         if not isinstance(p, torch.Tensor):
             raise TypeError(
                 "gradient_flow_table: expected (name, tensor) pairs, "
@@ -519,6 +527,10 @@ def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
     whole Python stack, which change between machines; the report keeps
     only the node's name and the innermost forward frame.
     """
+    if not callable(fn):
+        raise TypeError(
+            f"find_nan_origin: fn must be callable, got {type(fn).__name__}"
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -526,6 +538,8 @@ def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
                 fn(*args, **kwargs)
         except RuntimeError as e:
             error = str(e).strip().splitlines()[0]
+            if "Function '" not in error:  # not anomaly mode's NaN report
+                raise
         else:
             return None
     node = re.search(r"Function '(\w+)'", error)

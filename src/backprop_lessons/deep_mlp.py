@@ -87,7 +87,7 @@ class DeepMLP:
             )
         self.activation, self.init = activation, init
         self.residual = bool(residual)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(positive_int("DeepMLP", "seed", seed, 0))
         self.params: dict[str, np.ndarray] = {}
         for name, shape in self.param_shapes().items():
             if name.startswith("W"):

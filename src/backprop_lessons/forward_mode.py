@@ -407,6 +407,10 @@ def evaluate_pass(f: Callable, inputs: list):
 
 def backward_pass(out: Value) -> None:
     """out.backward(), run by the interpreter in charge."""
+    if not isinstance(out, Value):
+        raise TypeError(
+            f"backward_pass: out must be a Value, got {type(out).__name__}"
+        )
     _interpreters[-1].backward(out)
 
 
@@ -461,6 +465,11 @@ def _outputs(out, where: str) -> tuple[list, bool]:
     )
 
 
+def _callable(op: str, f) -> None:
+    if not callable(f):
+        raise TypeError(f"{op}: f must be a function, got {type(f).__name__}")
+
+
 def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     """f(primals) and its directional derivative J v along v = `tangents`, in
     one pass.
@@ -468,6 +477,7 @@ def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     Returns `(outputs, output_tangents)`: two floats if f returns a number,
     two lists if it returns a list.
     """
+    _callable("jvp", f)
     xs = _as_floats(primals, "jvp primals")
     vs = _as_floats(tangents, "jvp tangents")
     if len(xs) != len(vs):
@@ -516,6 +526,7 @@ def vjp(
     Returns `(outputs, input_cotangents)`: outputs as f returned them (float or
     list), input cotangents as a list with one entry per input.
     """
+    _callable("vjp", f)
     inputs = [Value(x) for x in _as_floats(primals, "vjp primals")]
     returned = {}  # f's outputs, for the caller
 

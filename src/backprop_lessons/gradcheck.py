@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .numerics import real_array
 from .scalar import Value
 from .tensor import Tensor
 
@@ -160,7 +161,8 @@ def relative_error(a, b, floor: float = 1e-12) -> float:
     difference relative to the arrays' scale: an entry-by-entry ratio would
     blow up where a gradient entry is near 0.
     """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    a = real_array("relative_error", "a", a, np.float64)
+    b = real_array("relative_error", "b", b, np.float64)
     if a.shape != b.shape:
         raise ValueError(f"relative_error: shapes {a.shape} and {b.shape} differ")
     if a.size == 0:

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from .data.names import load_names
 from .gradcheck import CheckTable, compare_arrays, numerical_gradient
 from .graph_stats import GraphCount, count_graph
+from .numerics import instance_of, positive_int, real_number, token_ids
 from .scalar import Value, zero_grad
 
 __all__ = [
@@ -143,6 +144,7 @@ PARAMETER_TABLE = [
 
 def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
     """Name -> (rows, columns) for every matrix, in the order of the table."""
+    instance_of("parameter_shapes", "config", config, MicroGPTConfig)
     C = config.n_embd
     sizes = {
         "V": config.vocab_size,
@@ -169,6 +171,7 @@ def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
 
 def num_parameters(config: MicroGPTConfig) -> int:
     """How many numbers the model learns: V C + maxT C + 12 C^2 L + V C."""
+    instance_of("num_parameters", "config", config, MicroGPTConfig)
     return sum(r * c for r, c in parameter_shapes(config).values())
 
 
@@ -221,6 +224,7 @@ class NameVocab:
 
     def decode(self, ids: Sequence[int]) -> str:
         """The characters of `ids`, with BOS left out."""
+        ids = token_ids("NameVocab.decode", "ids", ids, len(self)).tolist()
         return "".join(self.chars[i] for i in ids if i != self.bos)
 
 
@@ -369,6 +373,7 @@ def sequence_loss(state: dict, config: MicroGPTConfig, tokens: Sequence[int]):
     tokens holds n + 1 ids (n positions to predict, n <= block_size); the
     loss is a Value when `state` holds Values, a float when it holds floats.
     """
+    instance_of("sequence_loss", "config", config, MicroGPTConfig)
     n = len(tokens) - 1
     if not 1 <= n <= config.block_size:
         raise ValueError(
@@ -478,10 +483,12 @@ class MicroGPT:
         Starts from BOS and stops at BOS or after block_size tokens.  Runs on
         floats (no graph); random.Random(seed).choices draws the tokens.
         """
+        temperature = real_number("MicroGPT.sample", "temperature", temperature)
         if not temperature > 0:
             raise ValueError(
                 f"MicroGPT.sample: temperature must be > 0, got {temperature!r}"
             )
+        n = positive_int("MicroGPT.sample", "n", n, minimum=0)
         rng, state, bos = random.Random(seed), self.float_state(), self.vocab.bos
         names = []
         for _ in range(n):
@@ -583,6 +590,7 @@ def train(
     before every backward (backward accumulates into the parameters).  The
     cyclic garbage collector is paused meanwhile (see `paused_gc`).
     """
+    instance_of("train", "model", model, MicroGPT)
     opt = optimizer or Adam(model.params, lr, betas)
     order = train_order(names, seed)
     losses = []
@@ -602,6 +610,7 @@ def train(
 
 def parameter_table(config: MicroGPTConfig) -> str:
     """Name, shape and count of every matrix, and the total, as text."""
+    instance_of("parameter_table", "config", config, MicroGPTConfig)
     lines = [f"{'name':<16} {'shape':>9} {'numbers':>8}"]
     for name, (r, c) in parameter_shapes(config).items():
         lines.append(f"{name:<16} {f'({r}, {c})':>9} {r * c:>8,}")
@@ -611,6 +620,7 @@ def parameter_table(config: MicroGPTConfig) -> str:
 
 def count_name_graph(model: MicroGPT, name: str) -> GraphCount:
     """What one name's forward builds and its backward will do (counts)."""
+    instance_of("count_name_graph", "model", model, MicroGPT)
     return count_graph(model.loss(name), model.params)
 
 
@@ -680,6 +690,7 @@ class FiniteDifferenceCost:
 def finite_difference_cost(model: MicroGPT, name: str) -> FiniteDifferenceCost:
     """Count what one gradient of `name`'s loss costs each way (P = every
     parameter of the model)."""
+    instance_of("finite_difference_cost", "model", model, MicroGPT)
     counts = count_name_graph(model, name)
     return FiniteDifferenceCost(
         len(model.params), counts.operations, counts.backward_steps
@@ -706,6 +717,7 @@ def check_gradients(
     the entries the name's loss depends on (nonzero gradient).  Leaves the
     parameters and their gradients as backprop left them.
     """
+    instance_of("check_gradients", "model", model, MicroGPT)
     zero_grad(model.params)
     model.loss(name).backward()
     rng, state = random.Random(seed), model.float_state()
@@ -755,6 +767,7 @@ def time_per_name(
     """Time the forward (on Values), the backward, and a float forward,
     with the cyclic garbage collector paused (`paused_gc`) unless
     `pause_gc=False`."""
+    instance_of("time_per_name", "model", model, MicroGPT)
     best = [math.inf] * 3
     state = model.float_state()
     pause = paused_gc() if pause_gc else contextlib.nullcontext()

@@ -26,7 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import log_softmax, one_hot, positive_int, sigmoid
+from .numerics import (
+    class_labels,
+    instance_of,
+    log_softmax,
+    one_hot,
+    positive_int,
+    real_array,
+    real_number,
+    sigmoid,
+)
 
 __all__ = ["ThreeLayerMLP", "sgd_step", "train", "accuracy"]
 
@@ -56,6 +65,7 @@ class ThreeLayerMLP:
             raise ValueError(
                 f"ThreeLayerMLP: dtype must be a float type, got {self.dtype}"
             )
+        seed = positive_int("ThreeLayerMLP", "seed", seed, minimum=0)
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
         for name, shape in self.param_shapes().items():
@@ -92,7 +102,7 @@ class ThreeLayerMLP:
     def forward(self, X) -> np.ndarray:
         """Class probabilities P (B, K) for inputs X (B, d0); keeps what
         backward needs."""
-        X = np.asarray(X)
+        X = real_array("ThreeLayerMLP.forward", "X", X)
         if X.ndim != 2 or X.shape[1] != self.d0:
             raise ValueError(
                 "ThreeLayerMLP.forward: X must have shape "
@@ -202,6 +212,9 @@ class ThreeLayerMLP:
 
 def sgd_step(params: dict, grads: dict, lr: float) -> None:
     """p <- p - lr * dp for every name, in place."""
+    instance_of("sgd_step", "params", params, dict)
+    instance_of("sgd_step", "grads", grads, dict)
+    real_number("sgd_step", "lr", lr)
     for name, g in grads.items():
         if g.shape != params[name].shape:
             raise ValueError(
@@ -212,8 +225,41 @@ def sgd_step(params: dict, grads: dict, lr: float) -> None:
 
 
 def accuracy(model: ThreeLayerMLP, X, y) -> float:
-    """Fraction of rows whose most probable class is the label."""
-    return float(np.mean(model.predict(X) == np.asarray(y)))
+    """Fraction of rows whose most probable class is the label y (B,)."""
+    _check_model("accuracy", model)
+    predicted = model.predict(X)  # (B,)
+    y = class_labels("accuracy", "labels y", y, model.K, len(predicted))
+    return float(np.mean(predicted == y))
+
+
+def _check_training_data(model, X, y, epochs, lr, batch_size) -> tuple:
+    """The arguments of `train` checked: X (B, d0) real, y (B,) integer
+    labels in [0, K), epochs >= 0, a finite lr, batch_size in [1, B] (None:
+    B).  Returns X, y and the batch size."""
+    _check_model("train", model)
+    X = real_array("train", "X", X)
+    if X.ndim != 2 or X.shape[1] != model.d0:
+        raise ValueError(
+            f"train: X must have shape (B, {model.d0}), got {X.shape}"
+        )
+    n = X.shape[0]
+    y = class_labels("train", "labels y", y, model.K, n)
+    positive_int("train", "epochs", epochs, minimum=0)
+    real_number("train", "lr", lr)
+    batch_size = n if batch_size is None else batch_size
+    batch_size = positive_int("train", "batch_size", batch_size, minimum=0)
+    if not 1 <= batch_size <= n:
+        raise ValueError(
+            f"train: batch_size must lie in [1, {n}], got {batch_size}"
+        )
+    return X, y, batch_size
+
+
+def _check_model(op: str, model) -> None:
+    if not isinstance(model, ThreeLayerMLP):
+        raise TypeError(
+            f"{op}: model must be a ThreeLayerMLP, got {type(model).__name__}"
+        )
 
 
 def train(
@@ -230,13 +276,8 @@ def train(
     Returns the history {"loss": [...], "accuracy": [...]}, both measured on
     the whole of (X, y) after every epoch.  `batch_size=None` means full batch.
     """
-    X, y = np.asarray(X), np.asarray(y)
+    X, y, batch_size = _check_training_data(model, X, y, epochs, lr, batch_size)
     n = X.shape[0]
-    batch_size = n if batch_size is None else int(batch_size)
-    if not 1 <= batch_size <= n:
-        raise ValueError(
-            f"train: batch_size must lie in [1, {n}], got {batch_size}"
-        )
     rng = np.random.default_rng(seed)
     history = {"loss": [], "accuracy": []}
     for _ in range(epochs):

@@ -18,6 +18,11 @@ than the arithmetic.
 Checks and formatting:
 
     positive_int(op, name, value)   the size check of every constructor
+    real_array(op, name, x)         numbers or an ndarray as a float array
+    class_labels(op, name, y, K)    integer labels (B,) in [0, K)
+    token_ids(op, name, ids, V)     integer token ids in [0, V), any shape
+    real_number(op, name, x)        a float, never None, a bool or a string
+    instance_of(op, name, x, cls)   x itself, or a TypeError naming `cls`
     non_negative(op, name, value)   a number >= 0 (noise levels)
     format_fixed(x, digits)         fixed-point text without "-0.0000"
 
@@ -39,6 +44,11 @@ __all__ = [
     "one_hot",
     "positive_int",
     "non_negative",
+    "real_array",
+    "class_labels",
+    "token_ids",
+    "real_number",
+    "instance_of",
     "format_fixed",
 ]
 
@@ -92,6 +102,102 @@ def positive_int(op: str, name: str, value, minimum: int = 1) -> int:
         return int(value)
     what = "a positive int" if minimum == 1 else f"an int of at least {minimum}"
     raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+
+
+def instance_of(op: str, name: str, value, cls, hint: str = ""):
+    """`value` if it is a `cls` (a class or a tuple of classes), else a
+    TypeError naming `op`, `name` and the expected type (plus `hint`)."""
+    if isinstance(value, cls):
+        return value
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    expected = " or ".join(c.__name__ for c in classes)
+    raise TypeError(
+        f"{op}: {name} must be a {expected}{hint}, "
+        f"got {type(value).__name__} {value!r:.40}"
+    )
+
+
+def real_number(op: str, name: str, value, finite: bool = True) -> float:
+    """`value` as a float if it is a real number (finite unless `finite` is
+    False), else a TypeError/ValueError naming `op` and `name`."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{op}: {name} must be a real number, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    if finite and not np.isfinite(value):
+        raise ValueError(f"{op}: {name} must be finite, got {value!r}")
+    return float(value)
+
+
+def real_array(op: str, name: str, x, dtype=None) -> np.ndarray:
+    """`x` (a number, nested lists of numbers, an ndarray) as an ndarray of
+    real numbers (of `dtype` if given), or a TypeError naming `op`, `name`.
+
+    NumPy alone would turn None into nan, keep strings as strings, and drop
+    the imaginary part of complex numbers with only a warning.
+    """
+    try:
+        arr = np.asarray(x)
+    except ValueError as e:  # ragged nested lists
+        raise ValueError(
+            f"{op}: {name} must be a rectangular array of numbers ({e})"
+        ) from None
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(
+            f"{op}: {name} must hold real numbers, got {type(x).__name__} "
+            f"with dtype {arr.dtype}"
+        )
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def class_labels(op: str, name: str, y, K: int | None = None, n=None):
+    """`y` as integer class labels (B,) in [0, K), or a clear error.
+
+    `n` is the number of rows they label (checked if given).  Whole floats
+    are refused too: a label array of floats is usually predictions or
+    one-hot rows passed by mistake, and (B, 1) against (B,) would broadcast.
+    """
+    y = real_array(op, name, y)
+    if y.ndim != 1 or y.dtype.kind not in "iu":
+        raise ValueError(
+            f"{op}: {name} must be a 1-D array of integer classes, "
+            f"got shape {y.shape} and dtype {y.dtype}"
+        )
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"{op}: {y.shape[0]} {name} for {n} rows")
+    if K is not None and y.size and (y.min() < 0 or y.max() >= K):
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {K}), "
+            f"got values from {y.min()} to {y.max()}"
+        )
+    return y
+
+
+def token_ids(op: str, name: str, ids, vocab_size=None, min_size: int = 0):
+    """`ids` (a list, nested lists or an integer ndarray) as an int64 array of
+    token ids in [0, vocab_size), with at least `min_size` entries.
+
+    Refuses floats (1.7 is no token; NumPy would truncate it) and negative ids
+    (Python would count -1 from the end and quietly read the last token).
+    """
+    arr = real_array(op, name, ids)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise TypeError(
+            f"{op}: {name} must be integer token ids, got dtype {arr.dtype}"
+        )
+    arr = arr.astype(np.int64)
+    if arr.size < min_size:
+        raise ValueError(
+            f"{op}: {name} must hold at least {min_size} token(s), got {arr.size}"
+        )
+    if arr.size and (arr.min() < 0 or (vocab_size and arr.max() >= vocab_size)):
+        upper = f"{vocab_size}" if vocab_size else "inf"
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {upper}), "
+            f"got values from {arr.min()} to {arr.max()}"
+        )
+    return arr
 
 
 def non_negative(op: str, name: str, value) -> float:

@@ -9,6 +9,7 @@ chapter 6 explains why real frameworks use tensors instead.
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Sequence
 
@@ -18,6 +19,46 @@ from .scalar import Value, zero_grad
 __all__ = ["Neuron", "Layer", "MLP"]
 
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
+
+
+def _check_nonlin(op: str, nonlin) -> None:
+    if nonlin not in _NONLINEARITIES:
+        raise ValueError(
+            f"{op}: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}"
+        )
+
+
+def _check_rng(op: str, rng) -> random.Random:
+    """`rng`, or a fresh random.Random(0) if None."""
+    if rng is None:
+        return random.Random(0)
+    if not isinstance(rng, random.Random):
+        raise TypeError(
+            f"{op}: rng must be a random.Random (e.g. random.Random(42)) or "
+            f"None, got {type(rng).__name__} {rng!r}"
+        )
+    return rng
+
+
+def _check_inputs(op: str, x) -> Sequence:
+    """The inputs as a sequence of Values or real numbers (a NumPy row is
+    fine), or a TypeError naming the first bad entry."""
+    if isinstance(x, (Value, numbers.Real)):
+        x = [x]
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
+        raise TypeError(
+            f"{op}: inputs must be a list of numbers or Values, "
+            f"got {type(x).__name__}"
+        )
+    for xi in x:
+        if not isinstance(xi, Value) and (
+            not isinstance(xi, numbers.Real) or isinstance(xi, bool)
+        ):
+            raise TypeError(
+                f"{op}: every input must be a Value or a real number, "
+                f"got {type(xi).__name__} {xi!r:.40}"
+            )
+    return x
 
 
 class Module:
@@ -41,17 +82,15 @@ class Neuron(Module):
         self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None
     ):
         nin = positive_int("Neuron", "nin", nin)
-        if nonlin not in _NONLINEARITIES:
-            raise ValueError(
-                f"Neuron: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}"
-            )
-        rng = rng or random.Random(0)
+        _check_nonlin("Neuron", nonlin)
+        rng = _check_rng("Neuron", rng)
         bound = 1.0 / math.sqrt(nin)
         self.w = [Value(rng.uniform(-bound, bound)) for _ in range(nin)]
         self.b = Value(0.0)
         self.nonlin = nonlin
 
     def __call__(self, x: Sequence) -> Value:
+        x = _check_inputs("Neuron", x)
         if len(x) != len(self.w):
             raise ValueError(
                 f"Neuron: expected {len(self.w)} inputs, got {len(x)}"
@@ -81,7 +120,7 @@ class Layer(Module):
         rng: random.Random | None = None,
     ):
         nout = positive_int("Layer", "nout", nout)
-        rng = rng or random.Random(0)
+        rng = _check_rng("Layer", rng)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
     def __call__(self, x: Sequence) -> list[Value]:
@@ -106,11 +145,19 @@ class MLP(Module):
     def __init__(
         self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0
     ):
+        if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence):
+            raise TypeError(
+                "MLP: nouts must be a list of layer sizes such as [16, 1], "
+                f"got {type(nouts).__name__} {nouts!r}"
+            )
         if len(nouts) == 0:
             raise ValueError(
                 "MLP: nouts must list at least one layer size, got []"
             )
-        sizes = [nin] + [
+        _check_nonlin("MLP", nonlin)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            seed = positive_int("MLP", "seed", seed, minimum=0)
+        sizes = [positive_int("MLP", "nin", nin)] + [
             positive_int("MLP", "every layer size", n) for n in nouts
         ]
         rng = random.Random(seed)

@@ -26,6 +26,15 @@ every call, and broadcasting follows NumPy.  One difference: `transpose`
 follows NumPy (`transpose(*axes)` permutes all axes, `.T` reverses them),
 not `torch.transpose(dim0, dim1)`.
 
+In-place changes are caught as PyTorch catches them: `t.data` is a property,
+and writing the array back (`t.data -= lr * t.grad`) bumps `t._version`; a
+backward rule whose saved array was changed since its forward raises
+PyTorch's "modified by an inplace operation" RuntimeError.  Writes through
+an element or a view (`t.data[0] = 1`, `v = t.data; v += 1`) never reach the
+property and are not seen: a checksum per saved array would catch them, at
+a cost on every operation that this engine does not pay.  inf and nan are
+values, as in PyTorch (log(0) = -inf, no NumPy warnings).
+
 Shape legend used in the comments: `(...)` any shape; `B` batch, `C`
 classes; `(..., m, n)` a stack of m x n matrices.
 
@@ -113,12 +122,43 @@ def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
         raise
 
 
+def _as_real_array(op: str, name: str, data) -> np.ndarray:
+    """`data` (numbers, nested lists of numbers, an ndarray) as a new float64
+    array (float32 stays float32), or a TypeError naming `op` and `name`.
+
+    NumPy would quietly turn None into nan, parse strings and drop the
+    imaginary part of complex numbers; each of those is a bug upstream.
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:  # ragged nested lists
+        raise ValueError(
+            f"{op}: {name} must be a rectangular array of real numbers ({e})"
+        ) from None
+    if arr.dtype.kind not in "fiub" or (arr.dtype.kind == "b" and arr.ndim == 0):
+        raise TypeError(
+            f"{op}: {name} must be real numbers (a number, nested lists or an "
+            f"ndarray), got {type(data).__name__} of dtype {arr.dtype}"
+        )
+    # float64 by default; float32 is kept as is (a copy: the tensor owns it)
+    dtype = np.float32 if arr.dtype == np.float32 else np.float64
+    return np.array(arr, dtype=dtype)
+
+
 def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     """`axis` (None, int or tuple of ints, possibly negative) as a sorted
-    tuple of axes."""
+    tuple of axes, or a TypeError/ValueError naming `op`."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes = (axis,) if isinstance(axis, numbers.Integral) else axis
+    if not isinstance(axes, (tuple, list)) or not all(
+        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes
+    ):
+        raise TypeError(
+            f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}"
+        )
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
@@ -132,20 +172,109 @@ def _normalize_axes(op: str, axis, ndim: int) -> tuple:
     return tuple(sorted(out))
 
 
+# IEEE arithmetic without NumPy's warnings: inf and nan are results here, as
+# in PyTorch (which never warns about them), not accidents to report.
+# How many in-place writes through `Tensor.data` happened so far, in any
+# tensor.  A node notes it at creation (`_versions[0]`); while it is
+# unchanged, `backward` knows no saved array changed and skips the check.
+_WRITES = [0]
+
+
+def _ieee() -> np.errstate:
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def _power(x: np.ndarray, k: float) -> np.ndarray:
+    """x ** k as PyTorch computes it: k = 0.5 is sqrt(x) and k = -0.5 is
+    1 / sqrt(x), which differ from C's pow at -0.0 and -inf (sqrt(-inf) is
+    nan, 1 / sqrt(-0.0) is -inf)."""
+    if k == 0.5:
+        return np.sqrt(x)
+    if k == -0.5:
+        return 1 / np.sqrt(x)
+    return x**k
+
+
+def _check_ints(op: str, name: str, values: tuple) -> None:
+    """A TypeError unless every entry of `values` is an int (not a bool)."""
+    if not all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        for v in values
+    ):
+        raise TypeError(f"{op}: {name} must be ints, got {values!r}")
+
+
+def _check_keepdims(op: str, keepdims) -> None:
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"{op}: keepdims must be True or False, got {keepdims!r}")
+
+
+def _one_axis(op: str, axis, t: Tensor) -> int:
+    """The single, non-empty axis a softmax works along, or a clear error."""
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
+    (ax,) = _normalize_axes(op, axis, t.ndim)
+    if t.shape[ax] == 0:
+        raise ValueError(f"{op}: axis {axis} of shape {t.shape} is empty")
+    return ax
+
+
 def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
-    """A new tensor made by `op`; it records its inputs only if one of them
-    needs a gradient."""
+    """A new tensor made by `op`; it records its inputs (and their versions,
+    see `_check_versions`) only if one of them needs a gradient."""
     out = Tensor.__new__(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out._data = data if type(data) is np.ndarray else np.asarray(data)
+    out._version = 0
     out.grad = None
     out._op = op
     if any(t.requires_grad for t in inputs):
         out.requires_grad = True
         out._children, out._backward, out._saved = inputs, backward, saved
+        out._versions = (_WRITES[0], *[t._version for t in inputs])
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
+        out._versions = ()
     return out
+
+
+def _describe(t: Tensor) -> str:
+    """A tensor in an error message, worded as PyTorch's:
+    "[Tensor (2, 3) float64], which is output of exp"."""
+    made = f"output of {t._op}" if t._op else "a leaf"
+    return f"[Tensor {t.shape} {t.dtype}], which is {made},"
+
+
+def _check_versions(node: Tensor) -> None:
+    """Raise PyTorch's RuntimeError if an array `node`'s backward rule saved was
+    modified in place after the forward pass (as `torch.Tensor._version`).
+
+    Every in-place write through `t.data` (`t.data -= lr * g`, which assigns
+    the same array back) bumps `t._version`; `_result` noted the inputs'
+    versions in `_versions[1:]` (after the count of writes, `_WRITES`, at
+    that moment) and an output starts at version 0.  Only a tensor whose
+    array the rule actually saved (it shares memory with one of `_saved`)
+    makes this an error: `x + 1` saves shapes, so changing `x` afterwards is
+    harmless.
+    """
+    pairs = zip((*node._children, node), (*node._versions[1:], 0))
+    for t, expected in pairs:
+        if t._version != expected and _saves(node._saved, t._data):
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been "
+                f"modified by an inplace operation: {_describe(t)} is at "
+                f"version {t._version}; expected version {expected} instead "
+                f"(saved for the backward of {node._op}). Hint: run the "
+                "forward pass again after changing .data, or change it out "
+                "of place (t.data = t.data - 1)"
+            )
+
+
+def _saves(saved: tuple, arr: np.ndarray) -> bool:
+    """Whether an array in `saved` may share memory with `arr`."""
+    return any(
+        isinstance(s, np.ndarray) and np.may_share_memory(s, arr) for s in saved
+    )
 
 
 class Tensor:
@@ -159,7 +288,9 @@ class Tensor:
     """
 
     __slots__ = (
-        "data",
+        "_data",
+        "_version",
+        "_versions",
         "grad",
         "requires_grad",
         "_children",
@@ -171,15 +302,41 @@ class Tensor:
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad: bool = False):
-        if isinstance(data, Tensor):
-            data = data.data
-        arr = np.asarray(data)
-        # float64 by default; float32 is kept as is (a copy: the tensor owns it)
-        dtype = np.float32 if arr.dtype == np.float32 else np.float64
-        self.data = np.array(arr, dtype=dtype)
+        self._data = _as_real_array("Tensor", "data", data)
+        self._version = 0
+        self._versions = ()
         self.grad = None
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(
+                "Tensor: requires_grad must be True or False, "
+                f"got {type(requires_grad).__name__} {requires_grad!r}"
+            )
         self.requires_grad = bool(requires_grad)
         self._children, self._backward, self._saved, self._op = (), None, (), ""
+
+    # ---- data and its version -----------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """The array.  Write to it out of place (`t.data = t.data - 1`) or with
+        an augmented assignment (`t.data -= 1`, which bumps the version);
+        writes through an element (`t.data[0] = 1`) or a NumPy view are not
+        seen by the version counter."""
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        if value is self._data:  # t.data -= x: the array changed in place
+            self._version += 1
+            _WRITES[0] += 1
+            return
+        arr = _as_real_array("Tensor.data", "value", value)
+        if arr.shape != self._data.shape:
+            raise ValueError(
+                f"Tensor.data: the new array has shape {arr.shape}, the tensor "
+                f"has shape {self.shape}; they must be equal"
+            )
+        self._data = arr.astype(self._data.dtype, copy=False)
 
     # ---- basics -------------------------------------------------------------
 
@@ -230,13 +387,14 @@ class Tensor:
         """`x` as a Tensor; a Python number takes this tensor's dtype."""
         if isinstance(x, Tensor):
             return x
-        if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
             return Tensor(np.asarray(x, dtype=self.data.dtype))
-        if isinstance(x, np.ndarray):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fiu":
             return Tensor(x)
+        what = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else repr(x)
         raise TypeError(
             f"{op}: expected a Tensor, an ndarray or a number, "
-            f"got {type(x).__name__}"
+            f"got {type(x).__name__} ({what[:60]})"
         )
 
     # ---- matmul -------------------------------------------------------------
@@ -326,7 +484,8 @@ class Tensor:
 
     def __truediv__(self, other) -> Tensor:
         other = self._other(other, "div")
-        out = _broadcasting(np.divide, self, other, "/", "div")
+        with _ieee():  # 1 / 0 = inf and 0 / 0 = nan, as PyTorch
+            out = _broadcasting(np.divide, self, other, "/", "div")
         saved = (self.data, other.data)
         return _result(out, (self, other), Tensor.div_backward, saved, "/")
 
@@ -335,7 +494,9 @@ class Tensor:
         """VJP of a / b: d/da = 1/b, d/db = -a/b^2, elementwise."""
         a, b = saved
         da = unbroadcast(g / b, a.shape) if needs[0] else None
-        db = unbroadcast(-g * a / (b * b), b.shape) if needs[1] else None
+        # -g a / b^2 as PyTorch orders it, (a / b) / b: b * b overflows
+        # for |b| > 1e154, where a / b / b is still a number
+        db = unbroadcast(-g * (a / b) / b, b.shape) if needs[1] else None
         return da, db
 
     def __radd__(self, other) -> Tensor:
@@ -361,13 +522,18 @@ class Tensor:
                 "write (k * x.log()).exp() for a tensor exponent"
             )
         x = self.data
-        return _result(x**k, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
+        with _ieee():  # 0 ** -1 = inf, (-8) ** 0.5 = nan, as PyTorch
+            out = _power(x, k)
+        return _result(out, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
 
     @staticmethod
     def pow_backward(g, saved, needs):
-        """VJP of x ** k: g * k x^(k-1)."""
+        """VJP of x ** k: g * k x^(k-1); for k = 0 the derivative is 0, also at
+        x = 0 where the formula would give 0 * inf = nan (as PyTorch)."""
         x, k = saved
-        return (g * (k * x ** (k - 1)),)
+        if k == 0:
+            return (np.zeros_like(g * x),)
+        return (g * (k * _power(x, k - 1)),)
 
     def __rpow__(self, base):
         raise TypeError(
@@ -384,7 +550,8 @@ class Tensor:
         return (-g,)
 
     def exp(self) -> Tensor:
-        e = np.exp(self.data)
+        with _ieee():  # exp(710) = inf, as PyTorch
+            e = np.exp(self.data)
         return _result(e, (self,), Tensor.exp_backward, (e,), "exp")
 
     @staticmethod
@@ -394,15 +561,12 @@ class Tensor:
         return (g * e,)
 
     def log(self) -> Tensor:
+        """ln x, as PyTorch: log(0) = -inf and log(x < 0) = nan (no error and
+        no warning; the scalar engine raises instead, see `Value.log`)."""
         x = self.data
-        bad = x <= 0
-        if bad.any():
-            raise ValueError(
-                "log: defined for positive numbers; "
-                f"{int(bad.sum())} of {x.size} "
-                f"entries are <= 0 (smallest {x.min():.4g}), shape {x.shape}"
-            )
-        return _result(np.log(x), (self,), Tensor.log_backward, (x,), "log")
+        with _ieee():
+            out = np.log(x)
+        return _result(out, (self,), Tensor.log_backward, (x,), "log")
 
     @staticmethod
     def log_backward(g, saved, needs):
@@ -422,13 +586,14 @@ class Tensor:
 
     def relu(self) -> Tensor:
         x = self.data
-        out = np.maximum(x, 0)  # relu(x) = max(x, 0)
-        return _result(out, (self,), Tensor.relu_backward, (x > 0,), "relu")
+        out = np.maximum(x, 0)  # relu(x) = max(x, 0); a NaN stays NaN
+        on = out != 0  # x > 0, and True at NaN (PyTorch passes g through)
+        return _result(out, (self,), Tensor.relu_backward, (on,), "relu")
 
     @staticmethod
     def relu_backward(g, saved, needs):
-        """VJP of relu(x): g where x > 0, else 0 (the kink at 0 gets 0, as in
-        PyTorch)."""
+        """VJP of relu(x): g where x > 0 (or NaN), else 0 (the kink at 0 gets
+        0, as in PyTorch)."""
         (on,) = saved
         return (g * on,)
 
@@ -448,6 +613,7 @@ class Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
         axes = _normalize_axes("sum", axis, self.ndim)
+        _check_keepdims("sum", keepdims)
         out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
@@ -464,6 +630,7 @@ class Tensor:
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
         axes = _normalize_axes("mean", axis, self.ndim)
+        _check_keepdims("mean", keepdims)
         count = int(np.prod([self.shape[a] for a in axes]))
         out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
@@ -481,6 +648,7 @@ class Tensor:
         """Maximum over `axis` (None: all).  Ties share the gradient equally
         (like torch.amax)."""
         axes = _normalize_axes("max", axis, self.ndim)
+        _check_keepdims("max", keepdims)
         if self.size == 0:
             raise ValueError(f"max: the tensor of shape {self.shape} is empty")
         m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
@@ -503,8 +671,9 @@ class Tensor:
     def reshape(self, *shape) -> Tensor:
         """The same entries in a new shape: t.reshape(2, 3) or
         t.reshape((2, 3)); -1 allowed."""
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        _check_ints("reshape", "shape", shape)
         try:
             out = self.data.reshape(shape)
         except ValueError:
@@ -525,8 +694,9 @@ class Tensor:
         """Permute the axes as NumPy does: no argument reverses them; else a
         permutation."""
         n = self.ndim
-        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
+        _check_ints("transpose", "axes", axes)
         if not axes:
             axes = tuple(reversed(range(n)))
         if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
@@ -550,12 +720,19 @@ class Tensor:
 
     def __getitem__(self, index) -> Tensor:
         """NumPy indexing: slices, integers, integer arrays, masks."""
-        if isinstance(index, Tensor):
-            index = index.data
+        if isinstance(index, Tensor) or (
+            isinstance(index, tuple) and any(isinstance(i, Tensor) for i in index)
+        ):
+            raise TypeError(
+                "index: a Tensor cannot index (Tensors hold floats); "
+                "use an int, a slice, an integer ndarray or a boolean mask"
+            )
         try:
             out = self.data[index]
         except IndexError as e:
-            raise IndexError(f"index: {e} (tensor shape {self.shape})") from None
+            # a float, a string...: the wrong kind of index, not out of range
+            kind = TypeError if "integer" in str(e) else IndexError
+            raise kind(f"index: {e} (tensor shape {self.shape})") from None
         saved = (self.shape, self.data.dtype, index)
         return _result(
             np.array(out), (self,), Tensor.getitem_backward, saved, "index"
@@ -576,8 +753,9 @@ class Tensor:
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
         (no overflow)."""
-        (ax,) = _normalize_axes("softmax", axis, self.ndim)
-        s = numerics.softmax(self.data, ax)
+        ax = _one_axis("softmax", axis, self)
+        with _ieee():  # softmax([inf, 1]) = [nan, nan], as PyTorch
+            s = numerics.softmax(self.data, ax)
         return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
 
     @staticmethod
@@ -590,8 +768,9 @@ class Tensor:
     def log_softmax(self, axis: int = -1) -> Tensor:
         """x - logsumexp(x) along `axis`, with the max subtracted first
         (stable)."""
-        (ax,) = _normalize_axes("log_softmax", axis, self.ndim)
-        out = numerics.log_softmax(self.data, ax)
+        ax = _one_axis("log_softmax", axis, self)
+        with _ieee():
+            out = numerics.log_softmax(self.data, ax)
         backward = Tensor.log_softmax_backward
         return _result(out, (self,), backward, (out, ax), "log_softmax")
 
@@ -626,8 +805,8 @@ class Tensor:
                 )
             seed = np.ones_like(self.data)
         else:
-            seed = grad.data if isinstance(grad, Tensor) else grad
-            seed = np.asarray(seed, dtype=self.data.dtype)
+            seed = _as_real_array("backward", "grad", grad)
+            seed = seed.astype(self.data.dtype, copy=False)
             if seed.shape != self.shape:
                 raise ValueError(
                     f"backward: grad has shape {seed.shape} but the output has "
@@ -638,15 +817,18 @@ class Tensor:
             if node._children:
                 node.grad = None  # intermediate: recomputed from zero
         _accumulate(self, seed, "seed")
-        for node in reversed(order):
-            if not node._children or node.grad is None:
-                continue
-            children = node._children
-            needs = tuple(c.requires_grad for c in children)
-            grads = node._backward(node.grad, node._saved, needs)
-            for child, g, need in zip(children, grads, needs):
-                if need:
-                    _accumulate(child, g, node._op)
+        with _ieee():  # inf and nan are values here, as in PyTorch
+            for node in reversed(order):
+                if not node._children or node.grad is None:
+                    continue
+                children = node._children
+                needs = tuple(c.requires_grad for c in children)
+                if node._versions[0] != _WRITES[0]:  # a write since forward
+                    _check_versions(node)
+                grads = node._backward(node.grad, node._saved, needs)
+                for child, g, need in zip(children, grads, needs):
+                    if need:
+                        _accumulate(child, g, node._op)
 
     def zero_grad(self) -> None:
         """Forget the gradient (set it to None), before the next backward pass."""
@@ -675,12 +857,12 @@ def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Softmax of `x` along `axis` (see `Tensor.softmax`)."""
-    return x.softmax(axis)
+    return _tensor("softmax", x).softmax(axis)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Log-softmax of `x` along `axis` (see `Tensor.log_softmax`)."""
-    return x.log_softmax(axis)
+    return _tensor("log_softmax", x).log_softmax(axis)
 
 
 def cross_entropy(logits: Tensor, targets) -> Tensor:
@@ -689,6 +871,11 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
     logits: (B, C), targets: (B,) integer classes in [0, C) -> a scalar ().
     Computed from log-softmax with the max subtracted, so huge logits are fine.
     """
+    if not isinstance(logits, Tensor):
+        raise TypeError(
+            "cross_entropy: logits must be a Tensor (wrap an array as "
+            f"Tensor(array)), got {type(logits).__name__}"
+        )
     z = logits.data
     t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if z.ndim != 2:
@@ -713,8 +900,9 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
             f"cross_entropy: targets must lie in [0, {C}), "
             f"got values from {t.min()} to {t.max()}"
         )
-    logp = numerics.log_softmax(z, axis=1)  # (B, C)
-    loss = -logp[np.arange(B), t].mean()  # ()
+    with _ieee():
+        logp = numerics.log_softmax(z, axis=1)  # (B, C)
+        loss = -logp[np.arange(B), t].mean()  # ()
     out = np.asarray(loss, dtype=z.dtype)
     return _result(
         out, (logits,), cross_entropy_backward, (logp, t), "cross_entropy"
@@ -734,4 +922,14 @@ def zero_grad(tensors: Iterable[Tensor]) -> None:
     """Set `grad = None` on every given tensor (call it between training
     steps)."""
     for t in tensors:
-        t.grad = None
+        _tensor("zero_grad", t, "every item of tensors").grad = None
+
+
+def _tensor(op: str, x, name: str = "x") -> Tensor:
+    """`x` if it is a Tensor, else a TypeError naming `op`."""
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{op}: {name} must be a Tensor (wrap an array as Tensor(array)), "
+            f"got {type(x).__name__}"
+        )
+    return x

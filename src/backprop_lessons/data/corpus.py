@@ -15,6 +15,8 @@ from importlib import resources
 
 import numpy as np
 
+from ..numerics import token_ids
+
 __all__ = ["load_corpus", "CharVocab"]
 
 CORPUS_NAME = "verses.txt"
@@ -34,6 +36,11 @@ class CharVocab:
     order."""
 
     def __init__(self, text: str):
+        if not isinstance(text, str) or not text:
+            raise TypeError(
+                "CharVocab: text must be a non-empty str, "
+                f"got {type(text).__name__} {text!r:.40}"
+            )
         self.chars = sorted(set(text))
         self.stoi = {ch: i for i, ch in enumerate(self.chars)}
 
@@ -46,6 +53,11 @@ class CharVocab:
     def encode(self, text: str) -> np.ndarray:
         """Token ids (int64) of `text`; a character outside the vocabulary is
         an error."""
+        if not isinstance(text, str):
+            raise TypeError(
+                "CharVocab.encode: text must be a str, "
+                f"got {type(text).__name__} {text!r:.40}"
+            )
         missing = sorted(set(text) - set(self.stoi))
         if missing:
             raise ValueError(
@@ -54,5 +66,6 @@ class CharVocab:
         return np.array([self.stoi[ch] for ch in text], dtype=np.int64)
 
     def decode(self, ids) -> str:
-        """The text of a sequence of token ids."""
-        return "".join(self.chars[int(i)] for i in ids)
+        """The text of a sequence of token ids (integers in [0, len(self)))."""
+        ids = token_ids("CharVocab.decode", "ids", ids, len(self.chars))
+        return "".join(self.chars[i] for i in ids.ravel().tolist())

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..gradcheck import CheckTable, compare_arrays
 from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
+from ..numerics import instance_of, positive_int, real_number
 from ..scalar import zero_grad
 from .layers import (
     attention_backward,
@@ -72,6 +73,7 @@ __all__ = [
 
 def params_from_model(model: MicroGPT) -> dict[str, np.ndarray]:
     """The scalar model's current parameters as float64 arrays (copies)."""
+    instance_of("params_from_model", "model", model, MicroGPT)
     return {
         name: np.array(m, dtype=np.float64)
         for name, m in model.float_state().items()
@@ -256,6 +258,10 @@ def sample(
     seed: int = 0,
 ) -> list[str]:
     """MicroGPT.sample on arrays: the same draws from the same generator."""
+    instance_of("sample", "config", config, MicroGPTConfig)
+    instance_of("sample", "vocab", vocab, NameVocab)
+    temperature = real_number("sample", "temperature", temperature)
+    n = positive_int("sample", "n", n, minimum=0)
     if not temperature > 0:
         raise ValueError(f"sample: temperature must be > 0, got {temperature!r}")
     rng, names = random.Random(seed), []
@@ -282,6 +288,7 @@ def compare_with_scalar(
 ) -> CheckTable:
     """Backward of `name` on both engines, from the model's current weights:
     one row per matrix, max|a - b| / max(|a|, |b|) against `tol`."""
+    instance_of("compare_with_scalar", "model", model, MicroGPT)
     zero_grad(model.params)
     scalar_loss = model.loss(name)
     scalar_loss.backward()
@@ -315,6 +322,7 @@ def time_scalar_vs_numpy(
     one scalar step, then the best of `numpy_runs` NumPy steps, `repeats`
     times; the fastest of each side is kept.  The cyclic garbage collector
     is paused, as `microgpt.train` runs (see `microgpt.paused_gc`)."""
+    instance_of("time_scalar_vs_numpy", "model", model, MicroGPT)
     check = compare_with_scalar(model, name)
     if not check.passed:
         raise RuntimeError(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..numerics import positive_int
+from ..numerics import instance_of, positive_int
 from .layers import (
     attention_backward,
     attention_forward,
@@ -75,7 +75,8 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            positive_int("GPTConfig", name, getattr(self, name))
+            value = positive_int("GPTConfig", name, getattr(self, name))
+            object.__setattr__(self, name, value)  # np.int64(8) -> 8
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"GPTConfig: n_embd={self.n_embd} must be divisible by "
@@ -118,6 +119,7 @@ def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     Written out as llm.c's `fill_in_parameter_sizes` does; a test checks
     that they match the table's legend.
     """
+    instance_of("parameter_shapes", "config", config, GPTConfig)
     V, maxT, C = config.vocab_size, config.block_size, config.n_embd
     L = config.n_layer
     return {
@@ -151,6 +153,7 @@ def init_params(
     gains 1.  Drawn in float64 and then cast, so float32 and float64 models
     with the same seed hold the same numbers (up to rounding).
     """
+    instance_of("init_params", "config", config, GPTConfig)
     rng = np.random.default_rng(seed)
     std_proj = 0.02 / math.sqrt(2 * config.n_layer)
     stds = {"wpe": 0.01, "attprojw": std_proj, "fcprojw": std_proj}
@@ -169,6 +172,7 @@ def init_params(
 def num_parameters(params: dict[str, np.ndarray]) -> int:
     """How many numbers the model learns (wte counted once: the LM head
     shares it)."""
+    instance_of("num_parameters", "params", params, dict)
     return sum(p.size for p in params.values())
 
 

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..numerics import instance_of, token_ids
 from ..scalar import Value
 from .layers import GELU_CUBIC, GELU_SCALE, LAYERNORM_EPS
 from .model import BLOCK_PARAMETERS, GPTConfig
@@ -33,6 +34,7 @@ __all__ = ["scalar_params", "scalar_gradients", "scalar_gpt_loss"]
 def scalar_params(params) -> dict:
     """Each array of `params` as nested lists of Values (same nesting as the
     array's shape)."""
+    instance_of("scalar_params", "params", params, dict)
 
     def wrap(a):
         return [wrap(x) for x in a] if isinstance(a, list) else Value(float(a))
@@ -46,6 +48,7 @@ def scalar_params(params) -> dict:
 def scalar_gradients(sparams) -> dict[str, np.ndarray]:
     """The `.grad` of every Value of `sparams`, as float64 arrays under the
     same names."""
+    instance_of("scalar_gradients", "sparams", sparams, dict)
 
     def grads(a):
         return [grads(x) for x in a] if isinstance(a, list) else a.grad
@@ -120,15 +123,30 @@ def attention(qkv, t: int, n_head: int):
 # ---- the model ---------------------------------------------------------------
 
 
+def _check_sequence(config: GPTConfig, idx, targets) -> tuple[list, list]:
+    """idx and targets as lists of token ids in [0, V), of one length in
+    [1, block_size], or a ValueError/TypeError naming scalar_gpt_loss."""
+    op = "scalar_gpt_loss"
+    V = instance_of(op, "config", config, GPTConfig).vocab_size
+    idx = token_ids(op, "idx", idx, V, min_size=1)
+    targets = token_ids(op, "targets", targets, V, min_size=1)
+    if (
+        idx.ndim != 1
+        or idx.shape != targets.shape
+        or len(idx) > config.block_size
+    ):
+        raise ValueError(
+            f"{op}: need 1-D idx and targets of one length <= block_size="
+            f"{config.block_size}, got shapes {idx.shape} and {targets.shape}"
+        )
+    return idx.tolist(), targets.tolist()
+
+
 def scalar_gpt_loss(sparams, config: GPTConfig, idx, targets) -> Value:
     """Mean cross-entropy of the model on one sequence idx (T,) with targets
     (T,), as a Value."""
+    idx, targets = _check_sequence(config, idx, targets)
     T, NH = len(idx), config.n_head
-    if len(idx) > config.block_size or len(targets) != len(idx):
-        raise ValueError(
-            "scalar_gpt_loss: need len(idx) == len(targets) <= block_size="
-            f"{config.block_size}, got {len(idx)} and {len(targets)}"
-        )
     p = sparams
     xs = []  # xs[t]: the residual stream at position t, C Values
     for t, token in enumerate(idx):

@@ -21,7 +21,13 @@ import math
 import numpy as np
 
 from ..data.corpus import CharVocab
-from ..numerics import softmax
+from ..numerics import (
+    instance_of,
+    positive_int,
+    real_number,
+    softmax,
+    token_ids,
+)
 from .model import GPTConfig, gpt_backward, gpt_forward
 
 __all__ = ["get_batch", "AdamW", "DECAYED", "train", "sample"]
@@ -34,6 +40,14 @@ def get_batch(data: np.ndarray, block_size: int, batch_size: int, rng):
     data (N,) int -> x (B, T), y (B, T) with T = block_size and
     y[b, t] = data[start_b + t + 1]; `rng` is a numpy.random.Generator.
     """
+    data = token_ids("get_batch", "data", data)
+    block_size = positive_int("get_batch", "block_size", block_size)
+    batch_size = positive_int("get_batch", "batch_size", batch_size)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "get_batch: rng must be a numpy.random.Generator "
+            f"(np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     if data.ndim != 1 or len(data) < block_size + 1:
         raise ValueError(
             "get_batch: data must be a 1-d token array longer than "
@@ -146,10 +160,14 @@ def sample(
     with a seeded generator); temperature 0 takes the most likely token.
     Returns the prompt followed by the new characters.
     """
-    if not prompt:
+    instance_of("sample", "config", config, GPTConfig)
+    instance_of("sample", "vocab", vocab, CharVocab)
+    if not isinstance(prompt, str) or not prompt:
         raise ValueError("sample: the prompt must hold at least one character")
+    temperature = real_number("sample", "temperature", temperature)
     if temperature < 0:
         raise ValueError(f"sample: temperature must be >= 0, got {temperature}")
+    n_chars = positive_int("sample", "n_chars", n_chars, minimum=0)
     rng = np.random.default_rng(seed)
     ids = list(vocab.encode(prompt))
     for _ in range(n_chars):

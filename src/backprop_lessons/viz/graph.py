@@ -63,6 +63,20 @@ def _fmt(x: float, digits: int) -> str:
     return "0." + "0" * digits if s == "-0." + "0" * digits else s  # no "-0.0000"
 
 
+def _check_value(op: str, name: str, v) -> None:
+    """A TypeError unless `v` is a scalar-engine `Value`."""
+    if not isinstance(v, Value):
+        hint = (
+            " (draw_graph draws the scalar engine's graphs; a Tensor's graph "
+            "is not drawn)"
+            if type(v).__name__ == "Tensor"
+            else ""
+        )
+        raise TypeError(
+            f"{op}: {name} must be a Value, got {type(v).__name__}{hint}"
+        )
+
+
 def draw_graph(
     root: Value,
     *,
@@ -85,6 +99,9 @@ def draw_graph(
                wide and stays legible in the book's text column.
     """
     require_dot()
+    _check_value("draw_graph", "root", root)
+    if highlight is not None:
+        _check_value("draw_graph", "highlight", highlight)
     if rankdir not in ("LR", "TB", "RL", "BT"):
         raise ValueError(
             f"draw_graph: rankdir must be LR, TB, RL or BT, got {rankdir!r}"
