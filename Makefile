@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 unit: $(STAMP) dot-ok
-	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q
+	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q -n 2 --durations=8
 
 # nbval takes the longest notebooks first: xdist then hands out the rest as
 # workers free up (--no-loadscope-reorder keeps this order), and both workers
