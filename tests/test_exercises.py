@@ -93,8 +93,22 @@ def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():
 
 
 def softplus(v):
+    """ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no e^x that overflows."""
+    x = v.data
+    e = math.exp(-abs(x))
+    slope = 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+    return Value(max(x, 0.0) + math.log1p(e), "", (v,), (slope,), "softplus")
+
+
+def overflowing_softplus(v):
     e = math.exp(v.data)
     return Value(math.log1p(e), "", (v,), (e / (1.0 + e),), "softplus")
+
+
+def test_softplus_must_not_overflow(capsys):
+    verdict = value_nodes.check_softplus(overflowing_softplus)
+    assert verdict.status == "not yet"
+    assert "OverflowError" in capsys.readouterr().out
 
 
 def divide(a, b):
