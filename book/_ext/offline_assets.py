@@ -5,6 +5,11 @@ Copies anywidget's front-end bundle from the installed Python package into
 RequireJS.  Taking it from the installed package (rather than a stored copy)
 keeps it the same version as the one that wrote the widget state stored in
 the notebooks.
+
+The widget manager's stylesheet loads its icon fonts from
+`@jupyter-widgets/<hash>.<ext>` next to the page that shows a widget (the
+bundle's public path is the page's folder); the vendored fonts are copied
+there, so no page asks for a file that is not in the book.
 """
 
 from __future__ import annotations
@@ -28,6 +33,30 @@ def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
     target = Path(app.outdir) / "_static" / "vendor" / "anywidget" / "index.js"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
+    _copy_widget_fonts(Path(app.confdir), Path(app.outdir))
+
+
+FONT_SUFFIXES = {".woff", ".woff2", ".ttf", ".eot", ".svg"}
+
+
+def _copy_widget_fonts(confdir: Path, outdir: Path) -> None:
+    """The html-manager's fonts into `@jupyter-widgets/` of every folder of
+    pages (see the top)."""
+    fonts = [
+        p
+        for p in (
+            confdir / "book" / "_static" / "vendor" / "html-manager"
+        ).iterdir()
+        if p.suffix in FONT_SUFFIXES
+    ]
+    folders = {page.parent for page in outdir.rglob("*.html")}
+    for folder in folders:
+        if "_static" in folder.relative_to(outdir).parts:
+            continue
+        target = folder / "@jupyter-widgets"
+        target.mkdir(exist_ok=True)
+        for font in fonts:
+            shutil.copyfile(font, target / font.name)
 
 
 def _drop_thebe(app: Sphinx, pagename, templatename, context, doctree) -> None:

@@ -48,22 +48,14 @@ ALL_CHAPTERS = {
 PENDING = {
     # Exercises: a stub that prints "not attempted yet", the solution in a
     # cell tagged `solution` (collapsed), nothing "correct" before a click.
-    "exercises": set(ALL_CHAPTERS),
+    "exercises": set(),
     # At least two kernel-free self-checks (NumberCheck / ChoiceCheck).
-    "selfchecks": set(ALL_CHAPTERS),
+    "selfchecks": set(),
     # No `# NBVAL_...` comment lines in the displayed code (use cell tags).
-    "nbval_text": {
-        "notebooks/02_topological_sort",
-        "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp",
-        "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward",
-        "notebooks/08_backprop_at_scale",
-    },
+    "nbval_text": set(),
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {
-        "notebooks/01_value_nodes",
         "notebooks/02_topological_sort",
         "notebooks/03_forward_vs_reverse",
         "notebooks/04_matmul_vjp",

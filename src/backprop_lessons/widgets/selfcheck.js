@@ -51,7 +51,13 @@ export function judge(state, response) {
   return { status: "wrong", message: "Not right yet.", detail: state.hint || "" };
 }
 
-let counter = 0;  // unique element ids when one page shows several checks
+// Unique element ids when one page shows several checks.  The count lives
+// on the page (globalThis), not in this module: anywidget may load a fresh
+// copy of the module for every widget, and each copy would start at 0.
+function nextId() {
+  globalThis.__blCheckCount = (globalThis.__blCheckCount || 0) + 1;
+  return `bl-check-${globalThis.__blCheckCount}`;
+}
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -74,7 +80,7 @@ function typeset(node) {
 
 function render({ model, el: host }) {
   host.replaceChildren();  // one view, one check: never append a second copy
-  const id = `bl-check-${++counter}`;
+  const id = nextId();
   const kind = model.get("kind");
   const root = el("div", "bl-check");
   root.dataset.kind = kind;
