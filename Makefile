@@ -14,15 +14,22 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+.PHONY: book test computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: lint unit nbval nbval-profiles colab book-strict browser
+# The browser tests mostly wait (page loads, MathJax, axe), the other suites
+# mostly compute: after the lint and the strict book build, the two run side
+# by side, each suite's output printed whole when it ends.
+test: lint dot-ok chromium-ok book-strict
+	$(MAKE) --no-print-directory --output-sync=target -j2 browser computed-suites
 	@echo "make test: all suites passed."
+
+computed-suites: $(STAMP) dot-ok
+	$(MAKE) --no-print-directory -j1 unit nbval nbval-profiles colab
 
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
 # `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
