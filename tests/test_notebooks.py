@@ -134,6 +134,24 @@ def test_code_fits_the_page(path):
     )
 
 
+MAX_CELL_LINES = 40  # a cell a reader takes in at once; longer code goes
+# into the package (with explicit arguments) or splits at a natural boundary
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_cells_are_short(path):
+    """No code cell over MAX_CELL_LINES lines (issue 15)."""
+    long = [
+        (i, len("".join(c["source"]).splitlines()))
+        for i, c in enumerate(_code_cells(path), 1)
+        if len("".join(c["source"]).splitlines()) > MAX_CELL_LINES
+    ]
+    assert not long, (
+        f"{path.name}: code cells over {MAX_CELL_LINES} lines (code cell, "
+        f"lines): {long}"
+    )
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_shown_package_source_fits_the_page(path):
     """Package functions displayed with show_source keep the same width as the
