@@ -336,7 +336,7 @@ def sparams():
             ValueError,
             r"need 1-D idx and targets of one length <= block_size=4",
         ),
-        (None, [1], TypeError, r"idx must hold real numbers"),
+        (None, [1], TypeError, r"idx must be real numbers"),
     ],
 )
 def test_scalar_gpt_loss_checks_tokens(sparams, idx, targets, error, message):
@@ -509,10 +509,10 @@ def test_functions_and_arrays_are_checked():
         jvp(None, [1.0], [1.0])
     with pytest.raises(TypeError, match=r"^vjp: f must be a function"):
         vjp(None, [1.0], 1.0)
-    with pytest.raises(TypeError, match=r"^relative_error: a must hold real"):
+    with pytest.raises(TypeError, match=r"^relative_error: a must be real"):
         relative_error("a", 1.0)
     model = ThreeLayerMLP(2, 3, 3, 2)
-    with pytest.raises(TypeError, match=r"^ThreeLayerMLP.forward: X must hold"):
+    with pytest.raises(TypeError, match=r"^ThreeLayerMLP.forward: X must be real"):
         model.forward([[None, 1.0]])  # NumPy would make it nan
     with pytest.raises(ValueError, match=r"^ThreeLayerMLP: seed must be"):
         ThreeLayerMLP(2, 3, 3, 2, seed="a")

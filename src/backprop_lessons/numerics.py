@@ -130,23 +130,28 @@ def real_number(op: str, name: str, value, finite: bool = True) -> float:
     return float(value)
 
 
-def real_array(op: str, name: str, x, dtype=None) -> np.ndarray:
+def real_array(
+    op: str, name: str, x, dtype=None, bool_arrays: bool = False
+) -> np.ndarray:
     """`x` (a number, nested lists of numbers, an ndarray) as an ndarray of
     real numbers (of `dtype` if given), or a TypeError naming `op`, `name`.
 
     NumPy alone would turn None into nan, keep strings as strings, and drop
-    the imaginary part of complex numbers with only a warning.
+    the imaginary part of complex numbers with only a warning.  Booleans are
+    refused unless `bool_arrays` (then a bool array is accepted, as masks
+    are, but a lone True or False still is not).
     """
     try:
         arr = np.asarray(x)
     except ValueError as e:  # ragged nested lists
         raise ValueError(
-            f"{op}: {name} must be a rectangular array of numbers ({e})"
+            f"{op}: {name} must be a rectangular array of real numbers ({e})"
         ) from None
-    if arr.dtype.kind not in "fiu":
+    kinds = "fiub" if bool_arrays else "fiu"
+    if arr.dtype.kind not in kinds or (arr.dtype.kind == "b" and arr.ndim == 0):
         raise TypeError(
-            f"{op}: {name} must hold real numbers, got {type(x).__name__} "
-            f"with dtype {arr.dtype}"
+            f"{op}: {name} must be real numbers (a number, nested lists or an "
+            f"ndarray), got {type(x).__name__} of dtype {arr.dtype}"
         )
     return arr if dtype is None else arr.astype(dtype, copy=False)
 

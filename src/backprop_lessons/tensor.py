@@ -126,22 +126,12 @@ def _as_real_array(op: str, name: str, data) -> np.ndarray:
     """`data` (numbers, nested lists of numbers, an ndarray) as a new float64
     array (float32 stays float32), or a TypeError naming `op` and `name`.
 
-    NumPy would quietly turn None into nan, parse strings and drop the
-    imaginary part of complex numbers; each of those is a bug upstream.
+    The checks are `numerics.real_array`'s; a bool array is accepted (a
+    mask), a lone bool is not.
     """
     if isinstance(data, Tensor):
         data = data.data
-    try:
-        arr = np.asarray(data)
-    except ValueError as e:  # ragged nested lists
-        raise ValueError(
-            f"{op}: {name} must be a rectangular array of real numbers ({e})"
-        ) from None
-    if arr.dtype.kind not in "fiub" or (arr.dtype.kind == "b" and arr.ndim == 0):
-        raise TypeError(
-            f"{op}: {name} must be real numbers (a number, nested lists or an "
-            f"ndarray), got {type(data).__name__} of dtype {arr.dtype}"
-        )
+    arr = numerics.real_array(op, name, data, bool_arrays=True)
     # float64 by default; float32 is kept as is (a copy: the tensor owns it)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return np.array(arr, dtype=dtype)
