@@ -512,7 +512,7 @@ def test_functions_and_arrays_are_checked():
     with pytest.raises(TypeError, match=r"^relative_error: a must be real"):
         relative_error("a", 1.0)
     model = ThreeLayerMLP(2, 3, 3, 2)
-    with pytest.raises(TypeError, match=r"^ThreeLayerMLP.forward: X must be real"):
+    with pytest.raises(TypeError, match=r"^ThreeLayerMLP.forward: X must be"):
         model.forward([[None, 1.0]])  # NumPy would make it nan
     with pytest.raises(ValueError, match=r"^ThreeLayerMLP: seed must be"):
         ThreeLayerMLP(2, 3, 3, 2, seed="a")
