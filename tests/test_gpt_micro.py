@@ -21,24 +21,8 @@ from backprop_lessons.gpt.micro import (
     relu_backward,
     relu_forward,
 )
-from backprop_lessons.microgpt import MicroGPT, MicroGPTConfig, NameVocab, train
-
-TINY_NAMES = ["ava", "bob", "cara", "dave", "eve"]
-
-
-def tiny_model(seed=0, **sizes):
-    vocab = NameVocab(TINY_NAMES)
-    config = MicroGPTConfig(
-        **{
-            "vocab_size": len(vocab),
-            "block_size": 8,
-            "n_layer": 1,
-            "n_head": 2,
-            "n_embd": 8,
-            **sizes,
-        }
-    )
-    return MicroGPT(seed, config=config, vocab=vocab)
+from backprop_lessons.microgpt import MicroGPT, train
+from tiny_microgpt import TINY_NAMES, tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -38,29 +38,12 @@ from backprop_lessons.microgpt import (
     train_order,
 )
 from backprop_lessons.scalar import zero_grad
-
-TINY_NAMES = ["ava", "bob", "cara", "dave", "eve"]
+from tiny_microgpt import TINY_NAMES, tiny_model
 
 
 @pytest.fixture(scope="module")
 def model():
     return MicroGPT(seed=0)
-
-
-def tiny_model(seed=0, **sizes):
-    """A small model over the letters of TINY_NAMES (a-e, o, r, v + BOS)."""
-    vocab = NameVocab(TINY_NAMES)
-    config = MicroGPTConfig(
-        **{
-            "vocab_size": len(vocab),
-            "block_size": 8,
-            "n_layer": 1,
-            "n_head": 2,
-            "n_embd": 8,
-            **sizes,
-        }
-    )
-    return MicroGPT(seed, config=config, vocab=vocab)
 
 
 # ---- sizes ---------------------------------------------------------------------
