@@ -88,9 +88,13 @@ def layernorm_forward(inp, weight, bias, eps=LAYERNORM_EPS):
     the input's size.
     """
     mean = inp.mean(axis=-1, keepdims=True)                 # (B, T, 1)
-    var = inp.var(axis=-1, keepdims=True)                   # (B, T, 1)
+    out = inp - mean                                        # (B, T, C)
+    C = inp.shape[-1]
+    var = np.einsum("btc,btc->bt", out, out)[..., None] / C  # mean of squares
     rstd = 1.0 / np.sqrt(var + eps)                         # (B, T, 1)
-    out = (inp - mean) * rstd * weight + bias               # (B, T, C)
+    out *= rstd                                             # xhat
+    out *= weight
+    out += bias           # in place, (x - mean) * rstd * weight + bias
     return out, (inp, weight, mean, rstd)
 
 
@@ -108,15 +112,21 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
     (B, T) of dout.  dinp (B, T, C), dweight (C,), dbias (C,), dout (B, T, C).
     """
     inp, weight, mean, rstd = cache
-    xhat = (inp - mean) * rstd                    # (B, T, C), recomputed
+    xhat = inp - mean
+    xhat *= rstd                                  # (B, T, C), recomputed
     if dbias is not None:
         dbias += dout.sum(axis=(0, 1))
     if dweight is not None:
-        dweight += (dout * xhat).sum(axis=(0, 1))
+        dweight += np.einsum("btc,btc->c", dout, xhat)  # sum_bt dout * xhat
     if dinp is not None:
         g = dout * weight                                   # (B, T, C)
-        dinp += rstd * (g - g.mean(axis=-1, keepdims=True)
-                        - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+        C = g.shape[-1]
+        mean_gx = np.einsum("btc,btc->bt", g, xhat)[..., None] / C  # (B, T, 1)
+        g -= g.mean(axis=-1, keepdims=True)                 # g - mean(g)
+        xhat *= mean_gx
+        g -= xhat                         # g - mean(g) - xhat * mean(g xhat)
+        g *= rstd
+        dinp += g
 
 
 # ---- rmsnorm -----------------------------------------------------------------
@@ -207,7 +217,7 @@ def _split_heads(x, NH):
     return x.reshape(B, T, NH, C // NH).transpose(0, 2, 1, 3)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _causal_mask(T, dtype):
     """(T, T): 0 where position t may look at t2 (t2 <= t), -inf above the
     diagonal.  Made once per (T, dtype) and shared, so it is read-only."""
@@ -267,8 +277,9 @@ def attention_backward(dinp, dout, cache):
     ds = dy @ v.swapaxes(-1, -2)          # datt (B, NH, T, T), ds in place:
     ds -= np.einsum("...j,...j->...", ds, att)[..., None]  # - sum_j datt att
     ds *= att
-    dq += (ds @ k) / math.sqrt(hs)
-    dk += (ds.swapaxes(-1, -2) @ q) / math.sqrt(hs)
+    ds /= math.sqrt(hs)             # the scores' 1/sqrt(hs), once for both
+    dq += ds @ k
+    dk += ds.swapaxes(-1, -2) @ q
 
 
 # ---- GELU (tanh approximation) ------------------------------------------------
@@ -283,11 +294,20 @@ def gelu_forward(inp):
     inp (B, T, 4C) -> out (B, T, 4C).  The cache keeps inp and tanh(u), so
     that the backward does not compute the tanh again: one more (B, T, 4C)
     array of memory for less time (llm.c keeps only inp and recomputes).
-    x * x * x, not x**3: NumPy's power with a float exponent is several
-    times slower than two multiplications.
+    x * x, not x**2: NumPy's power with a float exponent is several times
+    slower than a multiplication.
     """
-    tanh_u = np.tanh(GELU_SCALE * (inp + GELU_CUBIC * inp * inp * inp))
-    out = 0.5 * inp * (1.0 + tanh_u)
+    # In place through two arrays, as the backward is (see there): u is built
+    # as sqrt(2/pi) x (1 + 0.044715 x^2) and overwritten by its tanh.
+    tanh_u = inp * inp                      # x^2
+    tanh_u *= GELU_CUBIC
+    tanh_u += 1.0
+    tanh_u *= inp
+    tanh_u *= GELU_SCALE                    # u
+    np.tanh(tanh_u, out=tanh_u)             # tanh u
+    out = tanh_u + 1.0
+    out *= inp
+    out *= 0.5                              # 0.5 x (1 + tanh u)
     return out, (inp, tanh_u)
 
 
