@@ -36,7 +36,13 @@ def torch_grads(model, X, y):
 @pytest.mark.parametrize("residual", [False, True])
 def test_gradients_match_torch(activation, residual):
     model = DeepMLP(
-        6, 5, K=4, activation=activation, init="he", residual=residual, seed=3
+        6,
+        5,
+        n_classes=4,
+        activation=activation,
+        init="he",
+        residual=residual,
+        seed=3,
     )
     rng = np.random.default_rng(0)
     for name in model.params:
@@ -54,7 +60,7 @@ def test_gradients_match_torch(activation, residual):
 
 def test_gradients_match_numerical():
     model = DeepMLP(
-        4, 3, K=3, activation="tanh", seed=1
+        4, 3, n_classes=3, activation="tanh", seed=1
     )  # sigmoid: W1 grads ~1e-4, noise-limited
     rng = np.random.default_rng(1)
     X, y = rng.standard_normal((5, 4)), rng.integers(0, 3, size=5)
@@ -106,7 +112,7 @@ def test_errors():
         ValueError, match=r"DeepMLP: depth must be a positive int, got 0"
     ):
         DeepMLP(4, 0)
-    model = DeepMLP(4, 2, K=3)
+    model = DeepMLP(4, 2, n_classes=3)
     with pytest.raises(
         RuntimeError, match=r"DeepMLP.backward: call forward\(X\) first"
     ):

@@ -366,9 +366,9 @@ def test_matmul_vjp_checks(check, right, wrong, hint, capsys):
 
 
 def mlp_backward(model, Y, sigmoid_slope=True):
-    X, H1, H2, P = (model.cache[k] for k in ("X", "H1", "H2", "P"))
+    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
     W2, W3 = model.params["W2"], model.params["W3"]
-    delta3 = (P - Y) / X.shape[0]
+    delta3 = (Y_hat - Y) / X.shape[0]
     delta2 = (delta3 @ W3.T) * H2 * (1 - H2)
     delta1 = (delta2 @ W2.T) * H1 * ((1 - H1) if sigmoid_slope else 1)
     return {
@@ -382,9 +382,9 @@ def mlp_backward(model, Y, sigmoid_slope=True):
 
 
 def input_gradient(model, Y):
-    X, H1, H2, P = (model.cache[k] for k in ("X", "H1", "H2", "P"))
+    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
     W1, W2, W3 = (model.params[k] for k in ("W1", "W2", "W3"))
-    delta2 = ((P - Y) / X.shape[0] @ W3.T) * H2 * (1 - H2)
+    delta2 = ((Y_hat - Y) / X.shape[0] @ W3.T) * H2 * (1 - H2)
     return ((delta2 @ W2.T) * H1 * (1 - H1)) @ W1.T
 
 

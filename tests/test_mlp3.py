@@ -30,7 +30,7 @@ NUMERIC_TOL = 1e-7
 def make_batch(model, B, seed=1):
     """Random inputs (B, d0) and labels (B,), seeded."""
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((B, model.d0)), rng.integers(0, model.K, size=B)
+    return rng.standard_normal((B, model.d0)), rng.integers(0, model.d3, size=B)
 
 
 def randomize_biases(model, seed=2):
@@ -288,7 +288,7 @@ def test_backward_or_loss_before_forward(method):
     [
         ((0, 4, 4, 3), {}, r"d0 must be a positive int, got 0"),
         ((3, 4.0, 4, 3), {}, r"d1 must be a positive int, got 4.0"),
-        ((3, 4, 4, 1), {}, r"K must be an int of at least 2, got 1"),
+        ((3, 4, 4, 1), {}, r"d3 must be an int of at least 2, got 1"),
         ((3, 4, True, 3), {}, r"d2 must be a positive int, got True"),
         (
             (3, 4, 4, 3),

@@ -1,9 +1,9 @@
 """A deep, square MLP with a hand-written backward: the vanishing-gradient
 experiment.
 
-    H0 = X;  for l = 1..L:  Z_l = H_{l-1} W_l + b_l,  H_l = act(Z_l)
-                            (+ H_{l-1} if residual)
-    logits = H_L W_out + b_out;  loss = mean cross-entropy
+    H0 = X;  for l = 1..depth:  Z_l = H_{l-1} W_l + b_l,  H_l = act(Z_l)
+                                (+ H_{l-1} if residual)
+    logits = H_depth W_out + b_out;  loss = mean cross-entropy
 
 Every hidden layer has the same width n (the input too), so depth is the only
 thing that changes between experiments.  `layer_gradient_norms` returns the
@@ -12,8 +12,8 @@ with sigmoid, each layer down multiplies the backward signal by
 sigmoid'(Z) <= 1/4 (times the weights' gain), so the norms fall
 geometrically toward the input; with ReLU and He initialisation they do not.
 
-Shape legend: B batch, n width, K classes, L depth.  NumPy and the shared
-array formulas of `numerics`.
+Shape legend: B batch, n width, n_classes classes; `depth` hidden layers.
+NumPy and the shared array formulas of `numerics`.
 """
 
 from __future__ import annotations
@@ -53,21 +53,21 @@ INITS = {
 
 
 class DeepMLP:
-    """L hidden layers of width n with one activation, then a linear layer to
-    K logits.
+    """`depth` hidden layers of width n with one activation, then a linear
+    layer to n_classes logits.
 
     `residual=True` adds each hidden layer's input to its output
     (H_l = H_{l-1} + act(Z_l)), giving the gradient an identity path around
-    every activation.  Parameters: W1..WL (n, n), b1..bL (n,), W_out (n, K),
-    b_out (K,); biases start at 0, weights as N(0, std^2) with the std of
-    `init`.
+    every activation.  Parameters: W_l (n, n) and b_l (n,) for
+    l = 1..depth, W_out (n, n_classes), b_out (n_classes,); biases start at
+    0, weights as N(0, std^2) with the std of `init`.
     """
 
     def __init__(
         self,
         width: int,
         depth: int,
-        K: int = 10,
+        n_classes: int = 10,
         activation: str = "sigmoid",
         init: str = "xavier",
         residual: bool = False,
@@ -75,7 +75,7 @@ class DeepMLP:
     ):
         self.width = positive_int("DeepMLP", "width", width)
         self.depth = positive_int("DeepMLP", "depth", depth)
-        self.K = positive_int("DeepMLP", "K", K)
+        self.n_classes = positive_int("DeepMLP", "n_classes", n_classes)
         if activation not in ACTIVATIONS:
             raise ValueError(
                 f"DeepMLP: activation must be one of {sorted(ACTIVATIONS)}, "
@@ -102,18 +102,19 @@ class DeepMLP:
         n, shapes = self.width, {}
         for l in range(1, self.depth + 1):
             shapes[f"W{l}"], shapes[f"b{l}"] = (n, n), (n,)
-        shapes["W_out"], shapes["b_out"] = (n, self.K), (self.K,)
+        shapes["W_out"], shapes["b_out"] = (n, self.n_classes), (self.n_classes,)
         return shapes
 
     def __repr__(self) -> str:
         return (
-            f"DeepMLP(width={self.width}, depth={self.depth}, K={self.K}, "
+            f"DeepMLP(width={self.width}, depth={self.depth}, "
+            f"n_classes={self.n_classes}, "
             f"activation={self.activation!r}, init={self.init!r}, "
             f"residual={self.residual})"
         )
 
     def forward(self, X) -> np.ndarray:
-        """Class probabilities (B, K) for X (B, n); caches every hidden
+        """Class probabilities (B, n_classes) for X (B, n); caches every hidden
         output."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.width or X.shape[0] == 0:
@@ -129,17 +130,17 @@ class DeepMLP:
             H = H + A if self.residual else A  # (B, n)
             Hs.append(H)
             As.append(A)
-        logP = log_softmax(H @ p["W_out"] + p["b_out"])  # (B, K)
-        self.cache = {"Hs": Hs, "As": As, "logP": logP}
-        return np.exp(logP)  # (B, K)
+        log_Y_hat = log_softmax(H @ p["W_out"] + p["b_out"])  # (B, n_classes)
+        self.cache = {"Hs": Hs, "As": As, "log_Y_hat": log_Y_hat}
+        return np.exp(log_Y_hat)  # (B, n_classes)
 
     def loss(self, y) -> float:
         """Mean cross-entropy of the cached batch for integer labels y (B,)."""
         if self.cache is None:
             raise RuntimeError("DeepMLP.loss: call forward(X) first")
-        logP = self.cache["logP"]  # (B, K)
-        Y = one_hot(y, self.K)  # (B, K)
-        return float(-(Y * logP).sum() / logP.shape[0])
+        log_Y_hat = self.cache["log_Y_hat"]  # (B, n_classes)
+        Y = one_hot(y, self.n_classes)  # (B, n_classes)
+        return float(-(Y * log_Y_hat).sum() / log_Y_hat.shape[0])
 
     def backward(self, y) -> dict[str, np.ndarray]:
         """Gradients of the mean cross-entropy for integer labels y (B,),
@@ -154,11 +155,14 @@ class DeepMLP:
             raise ValueError(
                 f"DeepMLP.backward: need {B} integer labels, got shape {y.shape}"
             )
-        P, Y = np.exp(self.cache["logP"]), one_hot(y, self.K)  # (B, K) each
-        delta = (P - Y) / B  # (B, K) dL/dlogits
+        Y_hat, Y = (
+            np.exp(self.cache["log_Y_hat"]),
+            one_hot(y, self.n_classes),
+        )  # (B, n_classes) each
+        delta = (Y_hat - Y) / B  # (B, n_classes) dL/dlogits
         grads = {}
-        grads["W_out"] = Hs[-1].T @ delta  # (n, K)
-        grads["b_out"] = delta.sum(axis=0)  # (K,)
+        grads["W_out"] = Hs[-1].T @ delta  # (n, n_classes)
+        grads["b_out"] = delta.sum(axis=0)  # (n_classes,)
         dH = delta @ p["W_out"].T  # (B, n) dL/dH_L
         for l in range(self.depth, 0, -1):
             dZ = dH * act_grad(As[l - 1])  # (B, n) dL/dZ_l
@@ -177,7 +181,7 @@ def layer_gradient_norms(
     init: str = "xavier",
     residual: bool = False,
     batch: int = 128,
-    K: int = 10,
+    n_classes: int = 10,
     seed: int = 0,
 ) -> np.ndarray:
     """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side
@@ -186,10 +190,10 @@ def layer_gradient_norms(
     One forward and backward pass of a freshly initialised `DeepMLP` on a
     batch of standard-normal inputs with random labels (all from `seed`).
     """
-    model = DeepMLP(width, depth, K, activation, init, residual, seed)
+    model = DeepMLP(width, depth, n_classes, activation, init, residual, seed)
     rng = np.random.default_rng(seed + 1)
     X = rng.standard_normal((batch, width))  # (B, n)
-    y = rng.integers(0, K, size=batch)  # (B,)
+    y = rng.integers(0, n_classes, size=batch)  # (B,)
     model.forward(X)
     grads = model.backward(y)
     return np.array([np.linalg.norm(grads[f"W{l}"]) for l in range(1, depth + 1)])

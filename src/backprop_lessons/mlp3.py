@@ -2,19 +2,20 @@
 
     X -> Z1 = X W1 + b1 -> H1 = sigmoid(Z1)
       -> Z2 = H1 W2 + b2 -> H2 = sigmoid(Z2)
-      -> Z3 = H2 W3 + b3 -> P = softmax(Z3)      loss = mean cross-entropy(P, Y)
+      -> Z3 = H2 W3 + b3 -> Y_hat = softmax(Z3)
+    loss = mean cross-entropy(Y_hat, Y)
 
 `ThreeLayerMLP.forward(X)` returns the class probabilities and keeps a cache;
 `loss(Y)` reads the loss from that cache; `backward(Y)` returns the gradient
 of the mean loss for every parameter, from the formulas of chapter 5:
 
-    delta3 = (P - Y) / B          dW3 = H2^T delta3     db3 = sum_b delta3
+    delta3 = (Y_hat - Y) / B      dW3 = H2^T delta3     db3 = sum_b delta3
     dH2 = delta3 W3^T             delta2 = dH2 * H2 (1 - H2)   ... down to dW1
 
-Labels `Y` are either integer classes (B,) or one-hot rows (B, K) (any rows
+Labels `Y` are either integer classes (B,) or one-hot rows (B, d3) (any rows
 of probabilities work: the formulas hold for soft targets too).
 
-Shape legend: B batch, d0 inputs, d1 and d2 hidden widths, K classes.
+Shape legend: B batch, d0 inputs, d1 and d2 hidden widths, d3 classes.
 
 What this is not: a general layer library.  It is one fixed network written
 out in full so that every line of its backward can be read against the
@@ -44,7 +45,7 @@ __all__ = ["ThreeLayerMLP", "sgd_step", "train", "accuracy"]
 
 
 class ThreeLayerMLP:
-    """d0 -> d1 (sigmoid) -> d2 (sigmoid) -> K (softmax), trained with
+    """d0 -> d1 (sigmoid) -> d2 (sigmoid) -> d3 (softmax), trained with
     cross-entropy.
 
     Parameters live in `self.params`, an ordered dict name -> array (see
@@ -54,12 +55,12 @@ class ThreeLayerMLP:
     """
 
     def __init__(
-        self, d0: int, d1: int, d2: int, K: int, seed: int = 0, dtype=np.float64
+        self, d0: int, d1: int, d2: int, d3: int, seed: int = 0, dtype=np.float64
     ):
         self.d0 = positive_int("ThreeLayerMLP", "d0", d0)
         self.d1 = positive_int("ThreeLayerMLP", "d1", d1)
         self.d2 = positive_int("ThreeLayerMLP", "d2", d2)
-        self.K = positive_int("ThreeLayerMLP", "K", K, minimum=2)  # classes
+        self.d3 = positive_int("ThreeLayerMLP", "d3", d3, minimum=2)  # classes
         self.dtype = np.dtype(dtype)
         if self.dtype.kind != "f":
             raise ValueError(
@@ -84,8 +85,8 @@ class ThreeLayerMLP:
             "b1": (self.d1,),
             "W2": (self.d1, self.d2),
             "b2": (self.d2,),
-            "W3": (self.d2, self.K),
-            "b3": (self.K,),
+            "W3": (self.d2, self.d3),
+            "b3": (self.d3,),
         }
 
     def num_params(self) -> int:
@@ -93,14 +94,14 @@ class ThreeLayerMLP:
 
     def __repr__(self) -> str:
         return (
-            f"ThreeLayerMLP({self.d0} -> {self.d1} -> {self.d2} -> {self.K}, "
+            f"ThreeLayerMLP({self.d0} -> {self.d1} -> {self.d2} -> {self.d3}, "
             f"{self.num_params()} parameters, {self.dtype})"
         )
 
     # ---- forward ---------------------------------------------------------------
 
     def forward(self, X) -> np.ndarray:
-        """Class probabilities P (B, K) for inputs X (B, d0); keeps what
+        """Class probabilities Y_hat (B, d3) for inputs X (B, d0); keeps what
         backward needs."""
         X = real_array("ThreeLayerMLP.forward", "X", X)
         if X.ndim != 2 or X.shape[1] != self.d0:
@@ -116,15 +117,21 @@ class ThreeLayerMLP:
         H1 = sigmoid(Z1)  # (B, d1)
         Z2 = H1 @ p["W2"] + p["b2"]  # (B, d2)
         H2 = sigmoid(Z2)  # (B, d2)
-        Z3 = H2 @ p["W3"] + p["b3"]  # (B, K)  logits
-        logP = log_softmax(Z3)  # (B, K)
-        P = np.exp(logP)  # (B, K)  rows sum to 1
+        Z3 = H2 @ p["W3"] + p["b3"]  # (B, d3)  logits
+        log_Y_hat = log_softmax(Z3)  # (B, d3)
+        Y_hat = np.exp(log_Y_hat)  # (B, d3)  rows sum to 1
         # Z1 and Z2 are not kept: sigmoid'(Z) = H (1 - H) is recomputed from H.
-        self.cache = {"X": X, "H1": H1, "H2": H2, "logP": logP, "P": P}
-        return P
+        self.cache = {
+            "X": X,
+            "H1": H1,
+            "H2": H2,
+            "log_Y_hat": log_Y_hat,
+            "Y_hat": Y_hat,
+        }
+        return Y_hat
 
     def _targets(self, Y, op: str) -> np.ndarray:
-        """Labels as one-hot rows (B, K) matching the cached batch."""
+        """Labels as one-hot rows (B, d3) matching the cached batch."""
         if self.cache is None:
             raise RuntimeError(
                 f"ThreeLayerMLP.{op}: call forward(X) first; there is no "
@@ -142,16 +149,16 @@ class ThreeLayerMLP:
                     f"ThreeLayerMLP.{op}: 1-D labels must be integer classes, "
                     f"got dtype {Y.dtype}"
                 )
-            if Y.min() < 0 or Y.max() >= self.K:
+            if Y.min() < 0 or Y.max() >= self.d3:
                 raise ValueError(
-                    f"ThreeLayerMLP.{op}: labels must lie in [0, {self.K}), got "
+                    f"ThreeLayerMLP.{op}: labels must lie in [0, {self.d3}), got "
                     f"values from {Y.min()} to {Y.max()}"
                 )
-            return one_hot(Y, self.K, self.dtype)
-        if Y.shape != (B, self.K):
+            return one_hot(Y, self.d3, self.dtype)
+        if Y.shape != (B, self.d3):
             raise ValueError(
                 f"ThreeLayerMLP.{op}: Y must be integer labels ({B},) or one-hot "
-                f"rows ({B}, {self.K}), got shape {Y.shape}"
+                f"rows ({B}, {self.d3}), got shape {Y.shape}"
             )
         if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0):
             raise ValueError(
@@ -161,11 +168,11 @@ class ThreeLayerMLP:
         return Y.astype(self.dtype, copy=False)
 
     def loss(self, Y) -> float:
-        """Mean cross-entropy -1/B sum_b sum_k Y[b,k] log P[b,k] of the cached
+        """Mean cross-entropy -1/B sum_b sum_k Y[b,k] log Y_hat[b,k] of the cached
         batch."""
-        Y = self._targets(Y, "loss")  # (B, K)
-        logP = self.cache["logP"]  # (B, K)
-        return float(-(Y * logP).sum() / logP.shape[0])  # ()
+        Y = self._targets(Y, "loss")  # (B, d3)
+        log_Y_hat = self.cache["log_Y_hat"]  # (B, d3)
+        return float(-(Y * log_Y_hat).sum() / log_Y_hat.shape[0])  # ()
 
     # ---- backward --------------------------------------------------------------
 
@@ -176,15 +183,16 @@ class ThreeLayerMLP:
         Pure: it reads the cache and the parameters and returns new arrays;
         calling it twice gives the same gradients twice.
         """
-        Y = self._targets(Y, "backward")  # (B, K)
+        Y = self._targets(Y, "backward")  # (B, d3)
         c, p = self.cache, self.params
-        X, H1, H2, P = c["X"], c["H1"], c["H2"], c["P"]
+        X, H1, H2, Y_hat = c["X"], c["H1"], c["H2"], c["Y_hat"]
         B = X.shape[0]
-        # output layer: softmax + cross-entropy together give dL/dZ3 = (P - Y) / B
-        delta3 = (P - Y) / B  # (B, K) dL/dZ3
-        dW3 = H2.T @ delta3  # (d2, K) = (d2, B) @ (B, K)
-        db3 = delta3.sum(axis=0)  # (K,) b3 was added to every row
-        dH2 = delta3 @ p["W3"].T  # (B, d2) = (B, K) @ (K, d2)
+        # output layer: softmax + cross-entropy together give
+        # dL/dZ3 = (Y_hat - Y) / B
+        delta3 = (Y_hat - Y) / B  # (B, d3) dL/dZ3
+        dW3 = H2.T @ delta3  # (d2, d3) = (d2, B) @ (B, d3)
+        db3 = delta3.sum(axis=0)  # (d3,) b3 was added to every row
+        dH2 = delta3 @ p["W3"].T  # (B, d2) = (B, d3) @ (d3, d2)
         # second hidden layer: sigmoid'(Z2) = H2 (1 - H2), elementwise
         delta2 = dH2 * H2 * (1 - H2)  # (B, d2) dL/dZ2
         dW2 = H1.T @ delta2  # (d1, d2) = (d1, B) @ (B, d2)
@@ -228,13 +236,13 @@ def accuracy(model: ThreeLayerMLP, X, y) -> float:
     """Fraction of rows whose most probable class is the label y (B,)."""
     _check_model("accuracy", model)
     predicted = model.predict(X)  # (B,)
-    y = class_labels("accuracy", "labels y", y, model.K, len(predicted))
+    y = class_labels("accuracy", "labels y", y, model.d3, len(predicted))
     return float(np.mean(predicted == y))
 
 
 def _check_training_data(model, X, y, epochs, lr, batch_size) -> tuple:
     """The arguments of `train` checked: X (B, d0) real, y (B,) integer
-    labels in [0, K), epochs >= 0, a finite lr, batch_size in [1, B] (None:
+    labels in [0, d3), epochs >= 0, a finite lr, batch_size in [1, B] (None:
     B).  Returns X, y and the batch size."""
     _check_model("train", model)
     X = real_array("train", "X", X)
@@ -243,7 +251,7 @@ def _check_training_data(model, X, y, epochs, lr, batch_size) -> tuple:
             f"train: X must have shape (B, {model.d0}), got {X.shape}"
         )
     n = X.shape[0]
-    y = class_labels("train", "labels y", y, model.K, n)
+    y = class_labels("train", "labels y", y, model.d3, n)
     positive_int("train", "epochs", epochs, minimum=0)
     real_number("train", "lr", lr)
     batch_size = n if batch_size is None else batch_size
@@ -286,7 +294,7 @@ def train(
             batch = order[start : start + batch_size]
             _, grads = model.loss_and_grads(X[batch], y[batch])
             sgd_step(model.params, grads, lr)
-        P = model.forward(X)
+        Y_hat = model.forward(X)
         history["loss"].append(model.loss(y))
-        history["accuracy"].append(float(np.mean(P.argmax(axis=1) == y)))
+        history["accuracy"].append(float(np.mean(Y_hat.argmax(axis=1) == y)))
     return history

@@ -56,13 +56,8 @@ PENDING = {
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {
-        "notebooks/02_topological_sort",
-        "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp",
-        "notebooks/05_mlp_by_hand",
         "notebooks/06_gpt_backward",
         "notebooks/07_debugging_backward",
-        "notebooks/08_backprop_at_scale",
     },
 }
 

@@ -1,6 +1,8 @@
-"""Interleaved spirals: a seeded K-class dataset for NumPy models (no downloads).
+"""Interleaved spirals: a seeded classification data set for NumPy models (no
+downloads).
 
-spirals(n_per_class, K, noise, seed) -> X (K n, 2) float64, y (K n,) int64
+spirals(n_per_class, n_classes, noise, seed)
+    -> X (n_classes * n_per_class, 2) float64, y (n_classes * n_per_class,) int64
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ __all__ = ["spirals"]
 
 
 def spirals(
-    n_per_class: int = 100, K: int = 3, noise: float = 0.2, seed: int = 0
+    n_per_class: int = 100, n_classes: int = 3, noise: float = 0.2, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`K` spiral arms around the origin, `n_per_class` points each, labels
-    0..K-1.
+    """`n_classes` spiral arms around the origin, `n_per_class` points each,
+    labels 0..n_classes-1.
 
     Arm k is the curve r (sin t, cos t) with the radius r going from 0 to 1
     while the angle t sweeps 4 radians starting at 4k, plus Gaussian noise of
@@ -25,12 +27,12 @@ def spirals(
     does not.  Rows are shuffled; the same arguments always give the same data.
     """
     n_per_class = positive_int("spirals", "n_per_class", n_per_class)
-    K = positive_int("spirals", "K", K, minimum=2)
+    n_classes = positive_int("spirals", "n_classes", n_classes, minimum=2)
     noise = non_negative("spirals", "noise", noise)
     rng = np.random.default_rng(seed)
-    X = np.zeros((n_per_class * K, 2))  # (N, 2)
-    y = np.zeros(n_per_class * K, dtype=np.int64)  # (N,)
-    for k in range(K):
+    X = np.zeros((n_per_class * n_classes, 2))  # (N, 2)
+    y = np.zeros(n_per_class * n_classes, dtype=np.int64)  # (N,)
+    for k in range(n_classes):
         rows = slice(n_per_class * k, n_per_class * (k + 1))
         r = np.linspace(0.0, 1.0, n_per_class)  # (n,)
         t = np.linspace(4.0 * k, 4.0 * (k + 1), n_per_class)  # (n,)
