@@ -29,7 +29,10 @@ def test_shapes_labels_and_determinism():
             {"n_per_class": 0},
             r"spirals: n_per_class must be a positive int, got 0",
         ),
-        ({"n_classes": 1}, r"spirals: n_classes must be an int of at least 2, got 1"),
+        (
+            {"n_classes": 1},
+            r"spirals: n_classes must be an int of at least 2, got 1",
+        ),
         ({"noise": -0.1}, r"spirals: noise must be a number >= 0, got -0.1"),
     ],
 )
