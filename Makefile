@@ -14,21 +14,72 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test unit nbval colab book-strict browser bench notebooks vendor clean distclean \
-        python-ok dot-ok chromium-ok
+.PHONY: book test computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+        book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-test: unit nbval colab book-strict browser
+# The browser tests mostly wait (page loads, MathJax, axe), the other suites
+# mostly compute: after the lint and the strict book build, the two run side
+# by side, each suite's output printed whole when it ends.
+test: lint dot-ok chromium-ok book-strict
+	$(MAKE) --no-print-directory --output-sync=target -j2 browser computed-suites
 	@echo "make test: all suites passed."
 
+computed-suites: $(STAMP) dot-ok
+	$(MAKE) --no-print-directory -j1 unit nbval nbval-profiles colab
+
+# ruff's linter and formatter check (configured in pyproject.toml); fix with
+# `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
 unit: $(STAMP) dot-ok
-	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q
+	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q -n 2 --durations=8
+
+# nbval takes the longest notebooks first: xdist then hands out the rest as
+# workers free up (--no-loadscope-reorder keeps this order), and both workers
+# finish at about the same time.
+SLOW_NOTEBOOKS  := $(addprefix notebooks/,06_gpt_backward.ipynb 08_backprop_at_scale.ipynb \
+                     07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
+NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
+                   $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))
+NBVAL_RUN       := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope --no-loadscope-reorder -q
 
 nbval: $(STAMP) dot-ok
-	$(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope -q $(NOTEBOOKS)
+	$(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+# The stored outputs must read the same on any x86-64 CPU and thread count.
+# NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
+# time, and round-off follows them; switching kernels off (which works on any
+# CPU, unlike switching them on) shows what another machine prints.  `nbval`
+# above runs natively, with the default threads; these two runs, with one
+# thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
+ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2
+PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=default \
+                    OPENBLAS_CORETYPE=Sandybridge GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA
+
+nbval-profiles: nbval-avx2 nbval-baseline
+
+nbval-avx2: $(STAMP) dot-ok
+	$(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+nbval-baseline: $(STAMP) dot-ok
+	$(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+
+# Every chapter with a measurement cell (one that opens with "# Measurement"),
+# three times in a row while one busy process per core competes for the CPU
+# (scripts/under_load.py starts them and always stops them): the conclusions
+# checked next to the measurements must hold on a loaded machine.  Several
+# minutes, so not part of `make test`.
+LOAD_NOTEBOOKS = $(shell grep -l '# Measurement' $(NOTEBOOKS))
+
+nbval-load: $(STAMP) dot-ok
+	$(BIN)/python scripts/under_load.py --repeat 3 -- $(NBVAL_RUN) $(LOAD_NOTEBOOKS)
 
 # Every notebook alone in an empty folder, in an environment without the
 # package: its setup cell must install it, as on Colab (tests/colab).
@@ -55,7 +106,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scalar_engine.py
 	$(BIN)/python benchmarks/tensor_engine.py
 	$(BIN)/python benchmarks/gpt_step.py
+<<<<<<< HEAD
 	$(BIN)/python benchmarks/gpt2_124m.py
+=======
+	$(BIN)/python benchmarks/microgpt_step.py
+>>>>>>> main
 	$(BIN)/python benchmarks/report.py
 	@echo "Results in benchmarks/results; the book's performance appendix includes them (make book)."
 

@@ -1,4 +1,5 @@
-"""The hand-written NumPy GPT vs its PyTorch twin: one full training step each, on the CPU.
+"""The hand-written NumPy GPT vs its PyTorch twin: one full training step each,
+on the CPU.
 
 What it measures
     One training step - forward, backward and an AdamW update of every
@@ -75,24 +76,41 @@ import sys
 import time
 from pathlib import Path
 
+from harness import (
+    parse_args_or_run_worker,
+    rel_diff,
+    run_worker,
+    start_threads,
+    write_results,
+)
 from harness import print_table as print_table_of
-from harness import parse_args_or_run_worker, rel_diff, run_worker, start_threads
-from harness import write_results
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "gpt_step.json"
-CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
+CONFIG = {
+    "vocab_size": 65,
+    "block_size": 64,
+    "n_layer": 4,
+    "n_head": 4,
+    "n_embd": 128,
+}
 BATCH = 16
-ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-PARAM_TOLERANCE = {"float64": 1e-10, "float32": 0.1}  # relative; in units of lr (see above)
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+PARAM_TOLERANCE = {
+    "float64": 1e-10,
+    "float32": 0.1,
+}  # relative; in units of lr (see above)
 
 
-# ---- the two sides ---------------------------------------------------------------
+# ---- the two sides -------------------------------------------------------------
+
 
 def numpy_side(params, config, idx, targets):
-    """A step function of the hand-written GPT; it updates `params` (a dict of arrays) in place."""
+    """A step function of the hand-written GPT; it updates `params` (a dict of
+    arrays) in place."""
     from backprop_lessons.gpt import gpt_backward, gpt_forward
     from backprop_lessons.gpt.train import AdamW
+
     opt = AdamW(params, **ADAMW)
 
     def step():
@@ -105,15 +123,28 @@ def numpy_side(params, config, idx, targets):
 
 
 def torch_side(params, config, idx, targets):
-    """A step function of the PyTorch twin, and its parameters (leaf tensors, copies of `params`)."""
+    """A step function of the PyTorch twin, and its parameters (leaf tensors,
+    copies of `params`)."""
     import torch
+
     from backprop_lessons.gpt.reference import torch_gpt_loss
     from backprop_lessons.gpt.train import DECAYED
+
     tp = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
     wd = ADAMW["weight_decay"]
-    groups = [{"params": [t for n, t in tp.items() if n in DECAYED], "weight_decay": wd},
-              {"params": [t for n, t in tp.items() if n not in DECAYED], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"])
+    groups = [
+        {
+            "params": [t for n, t in tp.items() if n in DECAYED],
+            "weight_decay": wd,
+        },
+        {
+            "params": [t for n, t in tp.items() if n not in DECAYED],
+            "weight_decay": 0.0,
+        },
+    ]
+    opt = torch.optim.AdamW(
+        groups, lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"]
+    )
     idx_t, targets_t = torch.as_tensor(idx), torch.as_tensor(targets)
 
     def step():
@@ -127,24 +158,33 @@ def torch_side(params, config, idx, targets):
 
 
 def make_problem(dtype: str, batch: int, seq_len: int, seed: int = 0):
-    """Config, parameters (GPT-2 init plus noise, so no gradient is trivially zero) and a batch."""
+    """Config, parameters (GPT-2 init plus noise, so no gradient is trivially
+    zero) and a batch."""
     import numpy as np
+
     from backprop_lessons.gpt import GPTConfig, init_params
+
     config = GPTConfig(**CONFIG)
     rng = np.random.default_rng(seed)
-    params = {k: (v + 0.05 * rng.standard_normal(v.shape)).astype(dtype)
-              for k, v in init_params(config, seed=seed, dtype=np.float64).items()}
+    params = {
+        k: (v + 0.05 * rng.standard_normal(v.shape)).astype(dtype)
+        for k, v in init_params(config, seed=seed, dtype=np.float64).items()
+    }
     idx = rng.integers(0, config.vocab_size, size=(batch, seq_len))
     targets = rng.integers(0, config.vocab_size, size=(batch, seq_len))
     return config, params, idx, targets
 
 
-# ---- validation --------------------------------------------------------------------
+# ---- validation ----------------------------------------------------------------
+
 
 def validate(dtype: str, batch: int, seq_len: int) -> dict:
-    """One step on each side from the same parameters: loss, gradients, updated parameters."""
+    """One step on each side from the same parameters: loss, gradients, updated
+    parameters."""
     import numpy as np
+
     from backprop_lessons.gpt.reference import DEFAULT_TOLERANCES
+
     config, params, idx, targets = make_problem(dtype, batch, seq_len)
     np_params = {k: v.copy() for k, v in params.items()}
     np_loss, np_grads = numpy_side(np_params, config, idx, targets)()
@@ -152,35 +192,49 @@ def validate(dtype: str, batch: int, seq_len: int) -> dict:
     t_loss = t_step().item()
     tol = DEFAULT_TOLERANCES[dtype]
     grad_errors = {k: rel_diff(np_grads[k], tp[k].grad.numpy()) for k in params}
-    param_errors = {k: rel_diff(np_params[k], tp[k].detach().numpy()) for k in params}
-    param_abs_diff = max(float(np.abs(np_params[k] - tp[k].detach().numpy()).max()) for k in params)
+    param_errors = {
+        k: rel_diff(np_params[k], tp[k].detach().numpy()) for k in params
+    }
+    param_abs_diff = max(
+        float(np.abs(np_params[k] - tp[k].detach().numpy()).max()) for k in params
+    )
     result = {
-        "dtype": dtype, "batch": batch, "seq_len": seq_len,
+        "dtype": dtype,
+        "batch": batch,
+        "seq_len": seq_len,
         "loss_rel_diff": abs(np_loss - t_loss) / abs(t_loss),
         "grad_max_rel_diff": max(grad_errors.values()),
         "param_max_rel_diff": max(param_errors.values()),
         "param_max_abs_diff_over_lr": param_abs_diff / ADAMW["lr"],
         "dtypes_kept": all(np_params[k].dtype == dtype for k in params),
     }
-    result["ok"] = bool(result["loss_rel_diff"] <= tol["loss"]
-                        and all(e <= tol.get(k, tol["default"]) for k, e in grad_errors.items())
-                        and (result["param_max_rel_diff"] if dtype == "float64" else
-                             result["param_max_abs_diff_over_lr"]) <= PARAM_TOLERANCE[dtype]
-                        and result["dtypes_kept"])
+    result["ok"] = bool(
+        result["loss_rel_diff"] <= tol["loss"]
+        and all(e <= tol.get(k, tol["default"]) for k, e in grad_errors.items())
+        and (
+            result["param_max_rel_diff"]
+            if dtype == "float64"
+            else result["param_max_abs_diff_over_lr"]
+        )
+        <= PARAM_TOLERANCE[dtype]
+        and result["dtypes_kept"]
+    )
     return result
 
 
-# ---- time and memory ---------------------------------------------------------------
+# ---- time and memory -----------------------------------------------------------
+
 
 def time_sides(steps: dict, repeats: int) -> dict:
     """Wall-clock and CPU seconds of every step, the sides taking turns."""
     import resource
+
     for step in steps.values():  # warm-up
         for _ in range(3):
             step()
     wall = {name: [] for name in steps}
     cpu = {name: [] for name in steps}
-    faults = {name: 0 for name in steps}
+    faults = dict.fromkeys(steps, 0)
     for _ in range(repeats):
         for name, step in steps.items():
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -188,7 +242,9 @@ def time_sides(steps: dict, repeats: int) -> dict:
             step()
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
-            faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            faults[name] += (
+                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            )
     return {
         "best_s": {n: min(v) for n, v in wall.items()},
         "median_s": {n: statistics.median(v) for n, v in wall.items()},
@@ -199,8 +255,10 @@ def time_sides(steps: dict, repeats: int) -> dict:
 
 
 def numpy_peak_bytes(step) -> int:
-    """Peak bytes traced by tracemalloc during one call of `step`, above what was there before."""
+    """Peak bytes traced by tracemalloc during one call of `step`, above what was
+    there before."""
     import tracemalloc
+
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -213,39 +271,57 @@ def numpy_peak_bytes(step) -> int:
 
 def worker(setting: str, repeats: int) -> dict:
     """Run in a fresh process whose environment `run_setting` prepared."""
-    from machine_info import machine_info
     from backprop_lessons.debug import measure_memory
+    from machine_info import machine_info
+
     counts = start_threads(setting, setting)
 
-    checks = [validate("float64", 2, 16), validate("float32", BATCH, CONFIG["block_size"])]
+    checks = [
+        validate("float64", 2, 16),
+        validate("float32", BATCH, CONFIG["block_size"]),
+    ]
     for c in checks:
-        print(f"  check {c['dtype']} (B={c['batch']}, T={c['seq_len']}): one step agrees: {c['ok']} "
-              f"(max relative difference: loss {c['loss_rel_diff']:.1e}, gradients "
-              f"{c['grad_max_rel_diff']:.1e}, updated parameters {c['param_max_rel_diff']:.1e}; "
-              f"largest parameter difference {c['param_max_abs_diff_over_lr']:.1e} lr)",
-              flush=True)
+        print(
+            f"  check {c['dtype']} (B={c['batch']}, T={c['seq_len']}): "
+            f"one step agrees: {c['ok']} (max relative difference: loss "
+            f"{c['loss_rel_diff']:.1e}, gradients {c['grad_max_rel_diff']:.1e}, "
+            f"updated parameters {c['param_max_rel_diff']:.1e}; largest "
+            f"parameter difference {c['param_max_abs_diff_over_lr']:.1e} lr)",
+            flush=True,
+        )
     if not all(c["ok"] for c in checks):
         raise SystemExit("the two sides disagree: not timing")
 
-    config, params, idx, targets = make_problem("float32", BATCH, CONFIG["block_size"])
+    config, params, idx, targets = make_problem(
+        "float32", BATCH, CONFIG["block_size"]
+    )
     np_params = {k: v.copy() for k, v in params.items()}
-    steps = {"numpy": numpy_side(np_params, config, idx, targets),
-             "torch": torch_side(params, config, idx, targets)[0]}
+    steps = {
+        "numpy": numpy_side(np_params, config, idx, targets),
+        "torch": torch_side(params, config, idx, targets)[0],
+    }
     timing = time_sides(steps, repeats)
-    memory = {"numpy": numpy_peak_bytes(steps["numpy"]),
-              "torch": measure_memory(steps["torch"]).peak_bytes}
+    memory = {
+        "numpy": numpy_peak_bytes(steps["numpy"]),
+        "torch": measure_memory(steps["torch"]).peak_bytes,
+    }
     best, med = timing["best_s"], timing["median_s"]
     return {
-        "setting": setting, "thread_counts": counts, "validation": checks, **timing,
+        "setting": setting,
+        "thread_counts": counts,
+        "validation": checks,
+        **timing,
         "ratio_best": best["numpy"] / best["torch"],
         "ratio_median": med["numpy"] / med["torch"],
-        "ratio_best_cpu": timing["best_cpu_s"]["numpy"] / timing["best_cpu_s"]["torch"],
+        "ratio_best_cpu": timing["best_cpu_s"]["numpy"]
+        / timing["best_cpu_s"]["torch"],
         "peak_bytes": memory,
         "machine": machine_info(),
     }
 
 
-# ---- the driver ------------------------------------------------------------------------
+# ---- the driver ----------------------------------------------------------------
+
 
 def run_setting(setting: str, repeats: int) -> dict:
     """Run the worker in a subprocess with the thread count of `setting`."""
@@ -253,49 +329,102 @@ def run_setting(setting: str, repeats: int) -> dict:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ["threads (numpy/torch)", "numpy ms best", "torch ms best", "ratio best",
-            "numpy ms median", "torch ms median", "ratio median", "CPU ratio",
-            "numpy peak MB", "torch peak MB", "faults/step numpy/torch"]
+    head = [
+        "threads (numpy/torch)",
+        "numpy ms best",
+        "torch ms best",
+        "ratio best",
+        "numpy ms median",
+        "torch ms median",
+        "ratio median",
+        "CPU ratio",
+        "numpy peak MB",
+        "torch peak MB",
+        "faults/step numpy/torch",
+    ]
     body = []
     for r in rows:
-        c, b, m, p, f = (r["thread_counts"], r["best_s"], r["median_s"], r["peak_bytes"],
-                         r["page_faults_per_step"])
-        body.append([f"{r['setting']} ({c['numpy_blas']}/{c['torch']})",
-                     f"{b['numpy'] * 1e3:.1f}", f"{b['torch'] * 1e3:.1f}", f"{r['ratio_best']:.2f}",
-                     f"{m['numpy'] * 1e3:.1f}", f"{m['torch'] * 1e3:.1f}", f"{r['ratio_median']:.2f}",
-                     f"{r['ratio_best_cpu']:.2f}", f"{p['numpy'] / 2**20:.1f}",
-                     f"{p['torch'] / 2**20:.1f}", f"{f['numpy']:.0f}/{f['torch']:.0f}"])
+        c, b, m, p, f = (
+            r["thread_counts"],
+            r["best_s"],
+            r["median_s"],
+            r["peak_bytes"],
+            r["page_faults_per_step"],
+        )
+        body.append(
+            [
+                f"{r['setting']} ({c['numpy_blas']}/{c['torch']})",
+                f"{b['numpy'] * 1e3:.1f}",
+                f"{b['torch'] * 1e3:.1f}",
+                f"{r['ratio_best']:.2f}",
+                f"{m['numpy'] * 1e3:.1f}",
+                f"{m['torch'] * 1e3:.1f}",
+                f"{r['ratio_median']:.2f}",
+                f"{r['ratio_best_cpu']:.2f}",
+                f"{p['numpy'] / 2**20:.1f}",
+                f"{p['torch'] / 2**20:.1f}",
+                f"{f['numpy']:.0f}/{f['torch']:.0f}",
+            ]
+        )
     print_table_of(head, body)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--settings", nargs="+", default=["1", "default"],
-                        help="thread settings to run: a thread count or 'default'")
-    parser.add_argument("--repeats", type=int, default=25, help="timed steps per side (default 25)")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=["1", "default"],
+        help="thread settings to run: a thread count or 'default'",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=25,
+        help="timed steps per side (default 25)",
+    )
     args = parse_args_or_run_worker(parser, worker)
     if args is None:  # this process was a worker
         return 0
 
     rows = [run_setting(s, args.repeats) for s in args.settings]
     print_table(rows)
-    print(f"\nconfig: {CONFIG}, batch {BATCH}, float32; {args.repeats} alternating steps per side")
+    print(
+        f"\nconfig: {CONFIG}, batch {BATCH}, float32; "
+        f"{args.repeats} alternating steps per side"
+    )
     for r in rows:
-        print(f"threads {r['setting']}: hand-written step no slower than PyTorch (fastest steps): "
-              f"{r['ratio_best'] <= 1.0} (ratio {r['ratio_best']:.2f}; medians {r['ratio_median']:.2f})")
-    machine = {**rows[0]["machine"], "torch_threads": None, "numpy_blas_threads": None,
-               "threads_per_setting": {r["setting"]: r["thread_counts"] for r in rows}}
+        print(
+            f"threads {r['setting']}: hand-written step no slower than "
+            f"PyTorch (fastest steps): {r['ratio_best'] <= 1.0} (ratio "
+            f"{r['ratio_best']:.2f}; medians {r['ratio_median']:.2f})"
+        )
+    machine = {
+        **rows[0]["machine"],
+        "torch_threads": None,
+        "numpy_blas_threads": None,
+        "threads_per_setting": {r["setting"]: r["thread_counts"] for r in rows},
+    }
     payload = {
         "benchmark": "gpt_step",
-        "description": "one training step (forward, backward, AdamW) of a small GPT: "
-                       "hand-written NumPy vs the PyTorch twin in eager mode, CPU, float32",
-        "config": {**CONFIG, "batch_size": BATCH, "seq_len": CONFIG["block_size"],
-                   "dtype": "float32"},
+        "description": "one training step (forward, backward, AdamW) of a "
+        "small GPT: hand-written NumPy vs the PyTorch twin in eager mode, CPU, "
+        "float32",
+        "config": {
+            **CONFIG,
+            "batch_size": BATCH,
+            "seq_len": CONFIG["block_size"],
+            "dtype": "float32",
+        },
         "adamw": ADAMW,
-        "timer": "time.perf_counter per step; best and median over steps taken in alternation",
-        "memory": {"numpy": "tracemalloc peak during one step, above the memory before it",
-                   "torch": "backprop_lessons.debug.measure_memory peak_bytes (profiler "
-                            "allocation events of the CPU allocator) during one step"},
+        "timer": "time.perf_counter per step; best and median over steps "
+        "taken in alternation",
+        "memory": {
+            "numpy": "tracemalloc peak during one step, above the memory "
+            "before it",
+            "torch": "backprop_lessons.debug.measure_memory peak_bytes (profiler "
+            "allocation events of the CPU allocator) during one step",
+        },
         "repeats": args.repeats,
         "rows": [{k: v for k, v in r.items() if k != "machine"} for r in rows],
         "machine": machine,

@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: thread settings, worker subprocesses, checks, tables.
+"""What the benchmark scripts share: thread settings, worker subprocesses,
+checks, tables.
 
 A thread count must be fixed before NumPy's OpenBLAS starts, so each
 setting of a benchmark runs in a fresh subprocess: `run_worker` starts the
@@ -12,6 +13,7 @@ Not a benchmark itself.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -22,48 +24,85 @@ from pathlib import Path
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def run_worker(script: str, setting: str, threads: str, repeats: int,
-               extra_env: dict[str, str] | None = None, drop_env: tuple[str, ...] = ()) -> dict:
-    """Run `script --worker setting OUT` with `threads` pinned ('default': not pinned)."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k not in drop_env}
+def run_worker(
+    script: str,
+    setting: str,
+    threads: str,
+    repeats: int,
+    extra_env: dict[str, str] | None = None,
+    drop_env: tuple[str, ...] = (),
+) -> dict:
+    """Run `script --worker setting OUT` with `threads` pinned ('default': not
+    pinned)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in THREAD_VARS and k not in drop_env
+    }
     if threads != "default":
-        env.update({k: threads for k in THREAD_VARS})
+        env.update(dict.fromkeys(THREAD_VARS, threads))
     env.update(extra_env or {})
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        subprocess.run([sys.executable, script, "--worker", setting, str(out),
-                        "--repeats", str(repeats)], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                script,
+                "--worker",
+                setting,
+                str(out),
+                "--repeats",
+                str(repeats),
+            ],
+            env=env,
+            check=True,
+        )
         return json.loads(out.read_text())
 
 
 def start_threads(setting: str, threads: str) -> dict:
-    """In a worker: match PyTorch's threads to `threads`, start OpenBLAS, report both counts."""
+    """In a worker: match PyTorch's threads to `threads`, start OpenBLAS,
+    report both counts."""
     import numpy as np
     import torch
+
     from machine_info import openblas_threads
+
     if threads != "default":
         torch.set_num_threads(int(threads))
     np.zeros((64, 64)) @ np.zeros((64, 64))  # make OpenBLAS start its threads
     counts = {"numpy_blas": openblas_threads(), "torch": torch.get_num_threads()}
-    print(f"setting {setting}: NumPy's OpenBLAS uses {counts['numpy_blas']} thread(s), "
-          f"torch uses {counts['torch']}", flush=True)
+    print(
+        f"setting {setting}: NumPy's OpenBLAS uses {counts['numpy_blas']} "
+        "thread(s), "
+        f"torch uses {counts['torch']}",
+        flush=True,
+    )
     return counts
 
 
 def rel_diff(a, b) -> float:
     """max|a - b| / max|b|, in float64."""
     import numpy as np
+
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
-def print_table(head: list[str], body: list[list[str]], left_columns: int = 0) -> None:
-    """A plain-text table: the first `left_columns` columns left-aligned, the rest right-aligned."""
-    widths = [max(len(str(row[k])) for row in [head] + body) for k in range(len(head))]
+def print_table(
+    head: list[str], body: list[list[str]], left_columns: int = 0
+) -> None:
+    """A plain-text table: the first `left_columns` columns left-aligned, the
+    rest right-aligned."""
+    widths = [
+        max(len(str(row[k])) for row in [head] + body) for k in range(len(head))
+    ]
 
     def line(cells) -> str:
-        return " | ".join(str(c).ljust(w) if k < left_columns else str(c).rjust(w)
-                          for k, (c, w) in enumerate(zip(cells, widths)))
+        return " | ".join(
+            str(c).ljust(w) if k < left_columns else str(c).rjust(w)
+            for k, (c, w) in enumerate(zip(cells, widths))
+        )
 
     print()
     print(line(head))
@@ -73,22 +112,26 @@ def print_table(head: list[str], body: list[list[str]], left_columns: int = 0) -
 
 
 def write_results(path: Path, payload: dict) -> None:
-    """Write a benchmark's results as JSON and say where (relative to the working directory)."""
+    """Write a benchmark's results as JSON and say where (relative to the
+    working directory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
-    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    shown = (
+        path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    )
     print(f"wrote {shown}")
 
 
-def parse_args_or_run_worker(parser, worker) -> "argparse.Namespace | None":
-    """Parse the command line; in a worker subprocess run `worker` and return None.
+def parse_args_or_run_worker(parser, worker) -> argparse.Namespace | None:
+    """Parse the command line; in a worker subprocess run `worker` and return
+    None.
 
     `run_worker` starts the script with `--worker SETTING OUT`: the worker's
     result goes to OUT as JSON, and the script has nothing else to do.
     """
-    import argparse
-    parser.add_argument("--worker", nargs=2, metavar=("SETTING", "OUT"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", nargs=2, metavar=("SETTING", "OUT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if not args.worker:
         return args

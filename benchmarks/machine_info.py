@@ -17,27 +17,32 @@ import json
 import os
 import platform
 import re
+from pathlib import Path
 
 
 def _cpuinfo() -> dict:
     model, physical = None, set()
     try:
-        text = open("/proc/cpuinfo").read()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return {"cpu_model": platform.processor() or platform.machine()}
     for block in text.split("\n\n"):
-        fields = dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+        fields = dict(
+            line.split(":", 1) for line in block.splitlines() if ":" in line
+        )
         fields = {k.strip(): v.strip() for k, v in fields.items()}
         model = model or fields.get("model name")
         if "physical id" in fields and "core id" in fields:
             physical.add((fields["physical id"], fields["core id"]))
-    return {"cpu_model": model or platform.machine(),
-            "physical_cores": len(physical) or None}
+    return {
+        "cpu_model": model or platform.machine(),
+        "physical_cores": len(physical) or None,
+    }
 
 
 def _memory_gib() -> float | None:
     try:
-        for line in open("/proc/meminfo"):
+        for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
                 return round(int(line.split()[1]) / 2**20, 1)
     except OSError:
@@ -47,20 +52,29 @@ def _memory_gib() -> float | None:
 
 def openblas_threads() -> int | None:
     """Threads NumPy's OpenBLAS will use, asked from the loaded library itself
-    (what threadpoolctl does), or None if NumPy is not loaded or not on OpenBLAS."""
+    (what threadpoolctl does), or None if NumPy is not loaded or not on
+    OpenBLAS."""
     try:
-        maps = open("/proc/self/maps").read()
+        maps = Path("/proc/self/maps").read_text()
     except OSError:
         return None
-    paths = sorted({line.split()[-1] for line in maps.splitlines()
-                    if "openblas" in line.lower() and line.split()[-1].startswith("/")})
+    paths = sorted(
+        {
+            line.split()[-1]
+            for line in maps.splitlines()
+            if "openblas" in line.lower() and line.split()[-1].startswith("/")
+        }
+    )
     for path in paths:
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for symbol in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                       "openblas_get_num_threads"):
+        for symbol in (
+            "scipy_openblas_get_num_threads64_",
+            "openblas_get_num_threads64_",
+            "openblas_get_num_threads",
+        ):
             fn = getattr(lib, symbol, None)
             if fn is not None:
                 fn.restype = ctypes.c_int
@@ -77,12 +91,18 @@ def _numpy_info() -> dict:
     try:
         deps = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         blas = {"name": deps.get("name"), "version": deps.get("version")}
-        arch = re.search(r"(\w+) MAX_THREADS", deps.get("openblas configuration", ""))
+        arch = re.search(
+            r"(\w+) MAX_THREADS", deps.get("openblas configuration", "")
+        )
         if arch:
             blas["kernel"] = arch.group(1)
     except Exception:  # older NumPy: no dict mode
         pass
-    return {"numpy": np.__version__, "numpy_blas": blas, "numpy_blas_threads": openblas_threads()}
+    return {
+        "numpy": np.__version__,
+        "numpy_blas": blas,
+        "numpy_blas_threads": openblas_threads(),
+    }
 
 
 def _torch_info() -> dict:
@@ -92,12 +112,16 @@ def _torch_info() -> dict:
         return {}
     config = torch.__config__.show()
     blas = re.search(r"BLAS_INFO=(\w+)", config)
-    return {"torch": torch.__version__, "torch_blas": blas.group(1) if blas else None,
-            "torch_threads": torch.get_num_threads()}
+    return {
+        "torch": torch.__version__,
+        "torch_blas": blas.group(1) if blas else None,
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def machine_info() -> dict:
-    """The machine and software, as a flat JSON-ready dict (threads as of this call)."""
+    """The machine and software, as a flat JSON-ready dict (threads as of this
+    call)."""
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -112,7 +136,9 @@ def machine_info() -> dict:
         **_numpy_info(),
         **_torch_info(),
         "load_average": load,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime(
+            "%Y-%m-%d %H:%M UTC"
+        ),
     }
 
 

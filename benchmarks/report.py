@@ -5,9 +5,18 @@ Reads every benchmarks/results/*.json written by the benchmark scripts
 skipped, an unknown one gets a plain key/value table) and writes, next to
 them:
     <name>.md       a Markdown table of that benchmark's figures
-    speedups.png    one bar chart of every comparison, as reference time /
-                    our time (above 1: ours is faster), log scale
+    speedups.png    one bar chart of every comparison, log scale, each bar
+                    starting at 1
     machine.md      the machine and software the figures come from
+
+Every ratio on the page has one direction, the speed-up:
+
+    speed-up = the reference's time / our time    (above 1: ours is faster)
+
+and every table has a column "speed-up" whose note says "<reference> time /
+our time (above 1: ...faster)".  To add a benchmark (e.g. GPT-2 at 124M
+parameters), write a handler `name(data) -> (markdown, bars)` below, bars being
+(label, speed-up, group), and add it to HANDLERS and GROUP_COLORS.
 
 How to run (after the benchmarks; `make bench` does both):
     .venv/bin/python benchmarks/report.py
@@ -22,8 +31,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
+import matplotlib.pyplot as plt
+
+from backprop_lessons.viz import plots
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -39,31 +49,58 @@ def table(head: list[str], rows: list[list], align: str | None = None) -> str:
     return "\n".join("| " + " | ".join(line) + " |" for line in lines) + "\n"
 
 
+def speedup(value) -> str:
+    """A speed-up as every table writes it: two decimals and a times sign."""
+    return "-" if value is None else f"{value:.2f}\u00d7"
+
+
 def ms(seconds) -> str:
     if seconds is None:
         return "-"
     return f"{seconds * 1e3:.3f}" if seconds < 0.01 else f"{seconds * 1e3:.1f}"
 
 
-# ---- one function per benchmark: (markdown, bars) -----------------------------------
-# A bar is (label, reference seconds / our seconds, group).
+# ---- one function per benchmark: (markdown, bars) ------------------------------
+# A bar is (label, speed-up = reference seconds / our seconds, group).
+
 
 def scalar_engine(data: dict):
     rows, bars = [], []
     for name, case in data["cases"].items():
         o, m = case["ours"], case["micrograd"]
-        speedup = case.get("speedup")
-        rows.append([f"{name} ({case['nodes']:,} nodes)", ms(o["fwd_s"]), ms(o["bwd_s"]),
-                     ms(m["fwd_s"]), m.get("error") or ms(m["bwd_s"]),
-                     "-" if speedup is None else f"{speedup:.1f}x"])
-        if speedup is not None:
-            bars.append((f"scalar: {name}", speedup, "scalar engine vs micrograd"))
-    md = table(["case", "ours forward (ms)", "ours backward (ms)", "micrograd forward (ms)",
-                "micrograd backward (ms)", "speed-up (micrograd / ours)"], rows)
+        ratio = case.get("speedup")  # (micrograd forward + backward) / ours
+        rows.append(
+            [
+                f"{name} ({case['nodes']:,} nodes)",
+                ms(o["fwd_s"]),
+                ms(o["bwd_s"]),
+                ms(m["fwd_s"]),
+                m.get("error") or ms(m["bwd_s"]),
+                speedup(ratio),
+            ]
+        )
+        if ratio is not None:
+            bars.append((f"scalar: {name}", ratio, "scalar engine vs micrograd"))
+    md = table(
+        [
+            "case",
+            "ours forward (ms)",
+            "ours backward (ms)",
+            "micrograd forward (ms)",
+            "micrograd backward (ms)",
+            "speed-up",
+        ],
+        rows,
+    )
     python = data.get("python") or (data.get("machine") or {}).get("python")
-    md += (f"\nBest of {next(iter(data['cases'].values()))['repeats']} runs"
-           + (f", Python {python}" if python else "")
-           + f", micrograd {data.get('micrograd', '0.1.0')}, garbage collector enabled.\n")
+    md += (
+        f"\nBest of {next(iter(data['cases'].values()))['repeats']} runs"
+        + (f", Python {python}" if python else "")
+        + f", micrograd {data.get('micrograd', '0.1.0')}, "
+        "garbage collector enabled.  "
+        "*speed-up*: micrograd time / our time, forward and backward together "
+        "(above 1: the book's engine is faster).\n"
+    )
     return md, bars
 
 
@@ -73,22 +110,59 @@ def tensor_engine(data: dict):
         sizes = "-".join(map(str, r["sizes"]))
         configs[r["config"]] = f"batch {r['batch']}, layers {sizes}"
         counts = r["thread_counts"]
-        rows.append([r["config"], r["dtype"], f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
-                     ms(r["engine_s"]), ms(r["torch_s"]), f"{r['ratio']:.2f}",
-                     f"{r['cpu_ratio']:.2f}", f"{r['max_rel_diff']['grad']:.0e}"])
-        setting = r["setting"].replace("1", "1 thread", 1).replace("default", "default threads")
-        bars.append((f"tensor: {r['config']} {r['dtype']}, {setting}",
-                     1 / r["ratio"], "Tensor engine vs PyTorch"))
+        # The JSON stores engine time / PyTorch time; the page shows its inverse.
+        rows.append(
+            [
+                r["config"],
+                r["dtype"],
+                f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
+                ms(r["engine_s"]),
+                ms(r["torch_s"]),
+                speedup(1 / r["ratio"]),
+                speedup(1 / r["cpu_ratio"]),
+                f"{r['max_rel_diff']['grad']:.0e}",
+            ]
+        )
+        setting = (
+            r["setting"]
+            .replace("1", "1 thread", 1)
+            .replace("default", "default threads")
+        )
+        bars.append(
+            (
+                f"tensor: {r['config']} {r['dtype']}, {setting}",
+                1 / r["ratio"],
+                "Tensor engine vs PyTorch",
+            )
+        )
     # Kept narrow enough for the book's text column: the MLPs are named here
     # and described below the table.
-    md = table(["MLP", "dtype", "threads", "engine ms", "torch ms", "ratio", "CPU ratio",
-                "grad diff"], rows, "lllrrrrr")
+    md = table(
+        [
+            "MLP",
+            "dtype",
+            "threads",
+            "ours ms",
+            "PyTorch ms",
+            "speed-up",
+            "CPU speed-up",
+            "grad diff",
+        ],
+        rows,
+        "lllrrrrr",
+    )
     md += "\n" + "; ".join(f"**{k}**: {v}" for k, v in configs.items()) + ".  "
-    md += ("*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
-           "*ratio*: engine time / PyTorch time (wall clock; *CPU ratio* the same for "
-           "processor time); *grad diff*: the largest relative difference of any gradient.  ")
-    md += (f"Time per training step (forward, backward, SGD update), best of "
-           f"{data['repeats']} alternating turns.  Ratio below 1: the engine is faster.\n")
+    md += (
+        "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
+        "*speed-up*: PyTorch time / our time (wall clock; "
+        "*CPU speed-up* the same for processor time), above 1: the book's engine "
+        "is "
+        "faster; *grad diff*: the largest relative difference of any gradient.  "
+    )
+    md += (
+        f"Time per training step (forward, backward, SGD update), best of "
+        f"{data['repeats']} alternating turns.\n"
+    )
     return md, bars
 
 
@@ -97,29 +171,65 @@ def gpt_step(data: dict):
     for r in data["rows"]:
         counts, best, peak = r["thread_counts"], r["best_s"], r["peak_bytes"]
         setting = "1 thread" if r["setting"] == "1" else f"{r['setting']} threads"
-        rows.append([f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
-                     ms(best["numpy"]), ms(best["torch"]), f"{r['ratio_best']:.2f}",
-                     f"{r['ratio_median']:.2f}", f"{peak['numpy'] / 2**20:.1f}",
-                     f"{peak['torch'] / 2**20:.1f}"])
-        bars.append((f"GPT training step, {setting}", 1 / r["ratio_best"],
-                     "hand-written GPT vs PyTorch"))
-    md = table(["threads", "NumPy ms", "PyTorch ms", "ratio", "median ratio",
-                "NumPy peak MB", "PyTorch peak MB"], rows, "lrrrrrr")
+        # The JSON stores NumPy time / PyTorch time; the page shows its inverse.
+        rows.append(
+            [
+                f"{r['setting']} ({counts['numpy_blas']}/{counts['torch']})",
+                ms(best["numpy"]),
+                ms(best["torch"]),
+                speedup(1 / r["ratio_best"]),
+                speedup(1 / r["ratio_median"]),
+                f"{peak['numpy'] / 2**20:.1f}",
+                f"{peak['torch'] / 2**20:.1f}",
+            ]
+        )
+        bars.append(
+            (
+                f"GPT training step, {setting}",
+                1 / r["ratio_best"],
+                "hand-written GPT vs PyTorch",
+            )
+        )
+    md = table(
+        [
+            "threads",
+            "ours ms",
+            "PyTorch ms",
+            "speed-up",
+            "median speed-up",
+            "ours peak MB",
+            "PyTorch peak MB",
+        ],
+        rows,
+        "lrrrrrr",
+    )
     check = {v["dtype"]: v for v in data["rows"][0]["validation"]}
     f32, f64 = check.get("float32", {}), check.get("float64", {})
-    md += (f"\nOne training step (forward, backward, AdamW update) of a GPT with "
-           f"{c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, vocabulary "
-           f"{c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, {c.get('dtype', 'float32')}. "
-           "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
-           f"*NumPy ms*, *PyTorch ms*: the fastest of {data.get('repeats', '?')} steps taken in "
-           "alternation; *ratio*: NumPy time / PyTorch time of those fastest steps (below 1: the "
-           "hand-written step is faster), *median ratio* the same for the medians; "
-           "*peak MB*: the most memory the step allocated on top of what existed before it "
-           "(NumPy: traced by `tracemalloc`; PyTorch: tensor storage from its CPU allocator, "
-           "read from the profiler).  Checked before timing: after one step the loss, every "
-           "gradient and every updated parameter agree with PyTorch (largest relative "
-           f"gradient difference {f32.get('grad_max_rel_diff', float('nan')):.0e} in float32, "
-           f"{f64.get('grad_max_rel_diff', float('nan')):.0e} in float64).\n")
+    md += (
+        f"\nOne training step (forward, backward, AdamW update) of a GPT with "
+        f"{c['n_layer']} layers, {c['n_head']} heads, {c['n_embd']} channels, "
+        "vocabulary "
+        f"{c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, "
+        f"{c.get('dtype', 'float32')}. "
+        "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
+        f"*ours ms*, *PyTorch ms*: the fastest of {data.get('repeats', '?')} "
+        "steps taken in "
+        "alternation; *speed-up*: PyTorch time / our time of those fastest steps "
+        "(above 1: "
+        "the hand-written step is faster), *median speed-up* the same for the "
+        "medians; "
+        "*peak MB*: the most memory the step allocated on top of what existed "
+        "before it "
+        "(NumPy: traced by `tracemalloc`; PyTorch: tensor storage from its CPU "
+        "allocator, "
+        "read from the profiler).  Checked before timing: after one step the "
+        "loss, every "
+        "gradient and every updated parameter agree with PyTorch (largest "
+        "relative "
+        f"gradient difference {f32.get('grad_max_rel_diff', float('nan')):.0e} "
+        "in float32, "
+        f"{f64.get('grad_max_rel_diff', float('nan')):.0e} in float64).\n"
+    )
     return md, bars
 
 
@@ -128,68 +238,87 @@ def generic(data: dict):
     return table(["key", "value"], rows, "ll"), []
 
 
-HANDLERS = {"scalar_engine": scalar_engine, "tensor_engine": tensor_engine,
-            "gpt_step": gpt_step}
+HANDLERS = {
+    "scalar_engine": scalar_engine,
+    "tensor_engine": tensor_engine,
+    "gpt_step": gpt_step,
+}
 
 
-# ---- the chart and the machine ------------------------------------------------------
+# ---- the chart and the machine -------------------------------------------------
+
+GROUP_COLORS = {
+    "scalar engine vs micrograd": plots.SERIES_COLORS[0],
+    "Tensor engine vs PyTorch": plots.SERIES_COLORS[1],
+    "hand-written GPT vs PyTorch": plots.SERIES_COLORS[2],
+}
+
 
 def chart(bars: list, path: Path) -> None:
-    colors = {"scalar engine vs micrograd": "#4C72B0", "Tensor engine vs PyTorch": "#DD8452",
-              "hand-written GPT vs PyTorch": "#55A868"}
-    order = list(colors)
-    bars = sorted(bars, key=lambda b: order.index(b[2]) if b[2] in order else len(order))
-    bars = bars[::-1]  # matplotlib draws the first bar at the bottom
-    fig, ax = plt.subplots(figsize=(8, 0.38 * len(bars) + 1.6))
-    ax.barh(range(len(bars)), [b[1] for b in bars],
-            color=[colors.get(b[2], "gray") for b in bars])
-    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=1)
-    for i, (_, value, _) in enumerate(bars):
-        ax.text(value * 1.04, i, f"{value:.2f}x", va="center", fontsize=7)
-    ax.set_xlim(min(0.5, min(b[1] for b in bars) / 1.3), max(2.0, max(b[1] for b in bars) * 1.5))
-    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
-             if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    ax.set_xlabel("reference time / our time (log scale; right of 1: ours is faster)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for g, c in colors.items()
-               if any(b[2] == g for b in bars)]
-    ax.legend(handles, [g for g in colors if any(b[2] == g for b in bars)],
-              loc="lower right", fontsize=8)
-    ax.set_title("Speed of the book's engines relative to a reference implementation")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    """Every speed-up as a bar from 1 on a log axis, grouped by comparison."""
+    order = list(GROUP_COLORS)
+    bars = sorted(
+        bars, key=lambda b: order.index(b[2]) if b[2] in order else len(order)
+    )
+    fig, ax = plots.figure(height=0.3 * len(bars) + 1.6)
+    plots.ratio_bars(
+        ax,
+        [b[0] for b in bars],
+        [b[1] for b in bars],
+        colors=[GROUP_COLORS.get(b[2], "gray") for b in bars],
+        xlabel="speed-up = reference time / our time (log scale)",
+    )
+    groups = [g for g in GROUP_COLORS if any(b[2] == g for b in bars)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=GROUP_COLORS[g]) for g in groups]
+    fig.legend(handles, groups, loc="outside lower center", ncols=2)
+    data, _ = plots.png(fig)
+    path.write_bytes(data)
     plt.close(fig)
 
 
 def machine_md(results: dict) -> str:
-    """The machine of the Tensor benchmark run if there is one, else of this run."""
+    """The machine of the Tensor benchmark run if there is one, else of this
+    run."""
     info = dict(results.get("tensor_engine", {}).get("machine") or machine_info())
     live = machine_info()
     for key, value in live.items():  # fill in what an older JSON lacks
         info.setdefault(key, value)
     blas = info.get("numpy_blas") or {}
     threads = info.get("threads_per_setting") or {}
-    thread_text = "; ".join(f"{s}: NumPy {c['numpy_blas']}, torch {c['torch']}"
-                            for s, c in threads.items()) or (
-        f"NumPy {info.get('numpy_blas_threads')}, torch {info.get('torch_threads')}")
+    thread_text = "; ".join(
+        f"{s}: NumPy {c['numpy_blas']}, torch {c['torch']}"
+        for s, c in threads.items()
+    ) or (
+        f"NumPy {info.get('numpy_blas_threads')}, torch "
+        f"{info.get('torch_threads')}"
+    )
     rows = [
         ["CPU", f"{info.get('cpu_model')} ({info.get('machine')})"],
-        ["cores", f"{info.get('physical_cores')} physical, {info.get('logical_cpus')} logical"],
+        [
+            "cores",
+            f"{info.get('physical_cores')} physical, {info.get('logical_cpus')} "
+            "logical",
+        ],
         ["memory", f"{info.get('memory_gib')} GiB"],
         ["operating system", info.get("os")],
         ["Python", info.get("python")],
-        ["NumPy", f"{info.get('numpy')}, BLAS: {blas.get('name', '?')} {blas.get('version', '')}"
-                  + (f" ({blas['kernel']} kernels)" if blas.get("kernel") else "")],
+        [
+            "NumPy",
+            f"{info.get('numpy')}, BLAS: {blas.get('name', '?')} "
+            f"{blas.get('version', '')}"
+            + (f" ({blas['kernel']} kernels)" if blas.get("kernel") else ""),
+        ],
         ["PyTorch", f"{info.get('torch')} (CPU), BLAS: {info.get('torch_blas')}"],
         ["threads per setting", thread_text],
-        ["load average at the run (1, 5, 15 min)",
-         ", ".join(map(str, info.get("load_average") or [])) or "-"],
+        [
+            "load average at the run (1, 5, 15 min)",
+            ", ".join(map(str, info.get("load_average") or [])) or "-",
+        ],
         ["date of the run", info.get("date")],
     ]
-    return table(["", ""], rows, "ll").replace("|  |  |\n", "| item | value |\n", 1)
+    return table(["", ""], rows, "ll").replace(
+        "|  |  |\n", "| item | value |\n", 1
+    )
 
 
 def main() -> int:

@@ -47,7 +47,12 @@ from micrograd.engine import Value as MicrogradValue
 
 from backprop_lessons import scalar_nn
 from backprop_lessons.scalar import Value, topological_order
-from harness import print_table as print_table_of, write_results  # next to this file
+from harness import (
+    print_table as print_table_of,
+)  # next to this file
+from harness import (
+    write_results,
+)
 from machine_info import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scalar_engine.json"
@@ -56,6 +61,7 @@ TOLERANCE = 1e-9
 
 
 # ---- the cases: one builder, used with either engine's Value class -------------
+
 
 def random_graph_plan(layers: int = 100, width: int = 570, seed: int = 0):
     """The recipe of the random graph, independent of any engine.
@@ -76,7 +82,12 @@ def random_graph_plan(layers: int = 100, width: int = 570, seed: int = 0):
     for _ in range(layers):
         perm = list(range(width))
         rng.shuffle(perm)
-        plan.append([(rng.randrange(4), perm[i], rng.randrange(width)) for i in range(width)])
+        plan.append(
+            [
+                (rng.randrange(4), perm[i], rng.randrange(width))
+                for i in range(width)
+            ]
+        )
     return inputs, plan
 
 
@@ -84,7 +95,11 @@ def build_random_graph(V, recipe):
     """Build the planned graph with Value class `V`; return (output, leaves)."""
     inputs, plan = recipe
     leaves = [V(x) for x in inputs]
-    half, two, minus_one = V(0.5), V(2.0), V(-1.0)  # shared constants, same in both engines
+    half, two, minus_one = (
+        V(0.5),
+        V(2.0),
+        V(-1.0),
+    )  # shared constants, same in both engines
     prev = leaves
     for layer in plan:
         cur = []
@@ -138,29 +153,38 @@ def build_mlp_loss(V, model, batch):
     return loss, model.parameters()
 
 
-# ---- checking and timing ---------------------------------------------------------
+# ---- checking and timing -------------------------------------------------------
+
 
 def max_rel_diff(a: list[float], b: list[float]) -> float:
     """Largest |a - b| / max(1, |a|, |b|) over the pairs."""
-    return max(abs(x - y) / max(1.0, abs(x), abs(y)) for x, y in zip(a, b, strict=True))
+    return max(
+        abs(x - y) / max(1.0, abs(x), abs(y)) for x, y in zip(a, b, strict=True)
+    )
 
 
 def check_same(name: str, ours, theirs) -> None:
-    """Both engines: same output and same gradients of every leaf, within TOLERANCE."""
+    """Both engines: same output and same gradients of every leaf, within
+    TOLERANCE."""
     (out1, leaves1), (out2, leaves2) = ours(), theirs()
     out1.backward()
     out2.backward()
-    diff = max_rel_diff([out1.data] + [v.grad for v in leaves1],
-                        [out2.data] + [v.grad for v in leaves2])
+    diff = max_rel_diff(
+        [out1.data] + [v.grad for v in leaves1],
+        [out2.data] + [v.grad for v in leaves2],
+    )
     ok = diff <= TOLERANCE
-    print(f"check {name:<6} same output and {len(leaves1)} gradients: {ok} "
-          f"(max relative difference {diff:.1e})")
+    print(
+        f"check {name:<6} same output and {len(leaves1)} gradients: {ok} "
+        f"(max relative difference {diff:.1e})"
+    )
     if not ok:
         raise SystemExit(f"{name}: the engines disagree; not timing")
 
 
 def time_once(build) -> tuple[float, float | None, float, str | None]:
-    """Seconds for forward (build), backward and freeing; backward None if it raised."""
+    """Seconds for forward (build), backward and freeing; backward None if it
+    raised."""
     gc.collect()
     t0 = time.perf_counter()
     out, leaves = build()
@@ -172,7 +196,8 @@ def time_once(build) -> tuple[float, float | None, float, str | None]:
         error = "RecursionError"
     t2 = time.perf_counter()
     del out, leaves
-    gc.collect()  # micrograd's graph is a heap of cycles: only the collector frees it
+    # micrograd's graph is a heap of cycles: only the collector frees it
+    gc.collect()
     t3 = time.perf_counter()
     return t1 - t0, (None if error else t2 - t1), t3 - t2, error
 
@@ -190,12 +215,17 @@ def time_side_by_side(engines: dict, repeats: int) -> dict:
     best = {}
     for name, rs in runs.items():
         bwd = [r[1] for r in rs if r[1] is not None]
-        best[name] = {"fwd_s": min(r[0] for r in rs), "bwd_s": min(bwd) if bwd else None,
-                      "free_s": min(r[2] for r in rs), "error": rs[0][3]}
+        best[name] = {
+            "fwd_s": min(r[0] for r in rs),
+            "bwd_s": min(bwd) if bwd else None,
+            "free_s": min(r[2] for r in rs),
+            "error": rs[0][3],
+        }
     return best
 
 
-# ---- the run ------------------------------------------------------------------------
+# ---- the run -------------------------------------------------------------------
+
 
 def main() -> None:
     assert gc.isenabled(), "run with the garbage collector in its default state"
@@ -203,17 +233,32 @@ def main() -> None:
     batch = mlp_batch()
     ours_mlp, micrograd_mlp = make_mlps()
     cases = {
-        "graph": (lambda: build_random_graph(Value, recipe),
-                  lambda: build_random_graph(MicrogradValue, recipe)),
-        "chain": (lambda: build_chain(Value), lambda: build_chain(MicrogradValue)),
-        "mlp": (lambda: build_mlp_loss(Value, ours_mlp, batch),
-                lambda: build_mlp_loss(MicrogradValue, micrograd_mlp, batch)),
+        "graph": (
+            lambda: build_random_graph(Value, recipe),
+            lambda: build_random_graph(MicrogradValue, recipe),
+        ),
+        "chain": (
+            lambda: build_chain(Value),
+            lambda: build_chain(MicrogradValue),
+        ),
+        "mlp": (
+            lambda: build_mlp_loss(Value, ours_mlp, batch),
+            lambda: build_mlp_loss(MicrogradValue, micrograd_mlp, batch),
+        ),
     }
-    nodes = {name: len(topological_order(ours()[0])) for name, (ours, _) in cases.items()}
+    nodes = {
+        name: len(topological_order(ours()[0]))
+        for name, (ours, _) in cases.items()
+    }
 
-    print(f"Python {platform.python_version()} on {platform.machine()}, "
-          f"micrograd 0.1.0, recursion limit {sys.getrecursionlimit()}, gc enabled")
-    print(f"nodes: graph {nodes['graph']:,}, chain {nodes['chain']:,}, mlp {nodes['mlp']:,}")
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}, "
+        f"micrograd 0.1.0, recursion limit {sys.getrecursionlimit()}, gc enabled"
+    )
+    print(
+        f"nodes: graph {nodes['graph']:,}, chain {nodes['chain']:,}, "
+        f"mlp {nodes['mlp']:,}"
+    )
     check_same("graph", *cases["graph"])
     check_same("mlp", *cases["mlp"])
     chain, (x,) = build_chain(Value)
@@ -225,15 +270,22 @@ def main() -> None:
 
     results = {}
     for name, (ours, theirs) in cases.items():
-        results[name] = {"nodes": nodes[name], "repeats": REPEATS[name],
-                         **time_side_by_side({"ours": ours, "micrograd": theirs},
-                                             REPEATS[name])}
+        results[name] = {
+            "nodes": nodes[name],
+            "repeats": REPEATS[name],
+            **time_side_by_side(
+                {"ours": ours, "micrograd": theirs}, REPEATS[name]
+            ),
+        }
         m = results[name]["micrograd"]
         if m["error"]:
             print(f"{name}: micrograd: {m['error']}")
         o = results[name]["ours"]
-        results[name]["speedup"] = (None if m["error"] else
-                                    (m["fwd_s"] + m["bwd_s"]) / (o["fwd_s"] + o["bwd_s"]))
+        results[name]["speedup"] = (
+            None
+            if m["error"]
+            else (m["fwd_s"] + m["bwd_s"]) / (o["fwd_s"] + o["bwd_s"])
+        )
     print_table(results)
     write_json(results)
 
@@ -243,25 +295,43 @@ def ms(seconds) -> str:
 
 
 def print_table(results: dict) -> None:
-    head = ["case", "ours fwd", "ours bwd", "micrograd fwd", "micrograd bwd",
-            "speed-up (fwd+bwd)"]
+    head = [
+        "case",
+        "ours fwd",
+        "ours bwd",
+        "micrograd fwd",
+        "micrograd bwd",
+        "speed-up (fwd+bwd)",
+    ]
     rows = []
     for name, r in results.items():
         o, m = r["ours"], r["micrograd"]
-        rows.append([f"{name} ({r['nodes']:,} nodes)", ms(o["fwd_s"]), ms(o["bwd_s"]),
-                     ms(m["fwd_s"]), m["error"] or ms(m["bwd_s"]),
-                     "-" if r["speedup"] is None else f"{r['speedup']:.1f}x"])
+        rows.append(
+            [
+                f"{name} ({r['nodes']:,} nodes)",
+                ms(o["fwd_s"]),
+                ms(o["bwd_s"]),
+                ms(m["fwd_s"]),
+                m["error"] or ms(m["bwd_s"]),
+                "-" if r["speedup"] is None else f"{r['speedup']:.1f}x",
+            ]
+        )
     print_table_of(head, rows, left_columns=1)
     speedup = results["graph"]["speedup"]
-    print(f"\nours at least 2x faster than micrograd on the 100k graph: {speedup >= 2.0}")
+    print(
+        "\nours at least 2x faster than micrograd on the 100k graph: "
+        f"{speedup >= 2.0}"
+    )
 
 
 def write_json(results: dict) -> None:
     payload = {
         "benchmark": "scalar_engine",
-        "description": "forward and backward of scalar graphs: backprop_lessons.scalar "
-                       "vs micrograd 0.1.0, garbage collector enabled",
-        "timer": "time.perf_counter, best seconds over repeats taken in alternation",
+        "description": "forward and backward of scalar graphs: "
+        "backprop_lessons.scalar "
+        "vs micrograd 0.1.0, garbage collector enabled",
+        "timer": "time.perf_counter, "
+        "best seconds over repeats taken in alternation",
         "micrograd": "0.1.0",
         "gc_enabled": gc.isenabled(),
         "recursion_limit": sys.getrecursionlimit(),

@@ -1,4 +1,5 @@
-"""Write src/backprop_lessons/data/verses.txt: the character-level corpus of chapter 6.
+"""Write src/backprop_lessons/data/verses.txt: the character-level corpus of
+chapter 6.
 
 Run from the repository root:  python scripts/make_corpus.py
 
@@ -16,28 +17,164 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-ADJECTIVES = ("old", "small", "quiet", "grey", "bright", "slow", "young", "tired", "gentle",
-              "lonely", "silver", "golden", "cold", "warm", "little", "patient", "busy",
-              "sleepy", "brave", "wild", "soft", "dark", "green", "pale")
-NOUNS = ("fox", "bird", "river", "lantern", "baker", "moon", "boat", "child", "wind",
-         "garden", "owl", "fisher", "stone", "kettle", "candle", "sailor", "cat", "hill",
-         "bell", "road", "willow", "miller", "heron", "rain", "clock", "shepherd", "cloud",
-         "lamp", "meadow", "orchard", "sparrow", "weaver", "harbor", "mill", "star")
-VERBS = ("walks", "sings", "waits", "sleeps", "listens", "turns", "wanders", "rests",
-         "hums", "dreams", "looks", "calls", "drifts", "runs", "shines", "whispers")
-PLACES = ("the river", "the bridge", "the hill", "the old mill", "the harbor", "the garden",
-          "the market", "the orchard", "the meadow", "the quiet road", "the window",
-          "the gate", "the well", "the tall trees", "the little house", "the sea")
-PREPOSITIONS = ("by", "under", "over", "near", "past", "beyond", "toward", "along", "behind")
-TIMES = ("at dawn", "at noon", "at night", "in the rain", "in the snow", "all day",
-         "before supper", "after the storm", "in the morning", "when the bells ring",
-         "while the kettle sings", "until the stars come out")
-OBJECTS = ("a letter", "the bread", "a song", "the lantern", "an apple", "a blue cup",
-           "the key", "a ribbon", "the boat", "a feather", "the map", "a warm coat")
-GIVE_VERBS = ("carries", "finds", "loses", "mends", "keeps", "brings", "paints", "counts")
-ENDINGS = ("and the day goes on", "and nobody minds", "and the water is still",
-           "and the night is long", "and the wind goes home", "and all is well",
-           "and the fire is low", "and the road goes on")
+ADJECTIVES = (
+    "old",
+    "small",
+    "quiet",
+    "grey",
+    "bright",
+    "slow",
+    "young",
+    "tired",
+    "gentle",
+    "lonely",
+    "silver",
+    "golden",
+    "cold",
+    "warm",
+    "little",
+    "patient",
+    "busy",
+    "sleepy",
+    "brave",
+    "wild",
+    "soft",
+    "dark",
+    "green",
+    "pale",
+)
+NOUNS = (
+    "fox",
+    "bird",
+    "river",
+    "lantern",
+    "baker",
+    "moon",
+    "boat",
+    "child",
+    "wind",
+    "garden",
+    "owl",
+    "fisher",
+    "stone",
+    "kettle",
+    "candle",
+    "sailor",
+    "cat",
+    "hill",
+    "bell",
+    "road",
+    "willow",
+    "miller",
+    "heron",
+    "rain",
+    "clock",
+    "shepherd",
+    "cloud",
+    "lamp",
+    "meadow",
+    "orchard",
+    "sparrow",
+    "weaver",
+    "harbor",
+    "mill",
+    "star",
+)
+VERBS = (
+    "walks",
+    "sings",
+    "waits",
+    "sleeps",
+    "listens",
+    "turns",
+    "wanders",
+    "rests",
+    "hums",
+    "dreams",
+    "looks",
+    "calls",
+    "drifts",
+    "runs",
+    "shines",
+    "whispers",
+)
+PLACES = (
+    "the river",
+    "the bridge",
+    "the hill",
+    "the old mill",
+    "the harbor",
+    "the garden",
+    "the market",
+    "the orchard",
+    "the meadow",
+    "the quiet road",
+    "the window",
+    "the gate",
+    "the well",
+    "the tall trees",
+    "the little house",
+    "the sea",
+)
+PREPOSITIONS = (
+    "by",
+    "under",
+    "over",
+    "near",
+    "past",
+    "beyond",
+    "toward",
+    "along",
+    "behind",
+)
+TIMES = (
+    "at dawn",
+    "at noon",
+    "at night",
+    "in the rain",
+    "in the snow",
+    "all day",
+    "before supper",
+    "after the storm",
+    "in the morning",
+    "when the bells ring",
+    "while the kettle sings",
+    "until the stars come out",
+)
+OBJECTS = (
+    "a letter",
+    "the bread",
+    "a song",
+    "the lantern",
+    "an apple",
+    "a blue cup",
+    "the key",
+    "a ribbon",
+    "the boat",
+    "a feather",
+    "the map",
+    "a warm coat",
+)
+GIVE_VERBS = (
+    "carries",
+    "finds",
+    "loses",
+    "mends",
+    "keeps",
+    "brings",
+    "paints",
+    "counts",
+)
+ENDINGS = (
+    "and the day goes on",
+    "and nobody minds",
+    "and the water is still",
+    "and the night is long",
+    "and the wind goes home",
+    "and all is well",
+    "and the fire is low",
+    "and the road goes on",
+)
 
 
 def noun_phrase(rng: random.Random) -> str:
@@ -56,14 +193,17 @@ def noun_phrase(rng: random.Random) -> str:
 def line(rng: random.Random) -> str:
     kind = rng.randrange(5)
     if kind == 0:
-        return f"{noun_phrase(rng)} {rng.choice(VERBS)} {rng.choice(PREPOSITIONS)} {rng.choice(PLACES)}"
+        verb, where = rng.choice(VERBS), rng.choice(PREPOSITIONS)
+        return f"{noun_phrase(rng)} {verb} {where} {rng.choice(PLACES)}"
     if kind == 1:
-        return f"{noun_phrase(rng)} {rng.choice(GIVE_VERBS)} {rng.choice(OBJECTS)} {rng.choice(TIMES)}"
+        verb, what = rng.choice(GIVE_VERBS), rng.choice(OBJECTS)
+        return f"{noun_phrase(rng)} {verb} {what} {rng.choice(TIMES)}"
     if kind == 2:
         return f"{rng.choice(TIMES)}, {noun_phrase(rng)} {rng.choice(VERBS)}"
     if kind == 3:
         return f"{noun_phrase(rng)} {rng.choice(VERBS)}, {rng.choice(ENDINGS)}"
-    return f"{rng.choice(PREPOSITIONS)} {rng.choice(PLACES)} {noun_phrase(rng)} {rng.choice(VERBS)}"
+    where, place = rng.choice(PREPOSITIONS), rng.choice(PLACES)
+    return f"{where} {place} {noun_phrase(rng)} {rng.choice(VERBS)}"
 
 
 def verse(rng: random.Random) -> str:

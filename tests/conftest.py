@@ -19,6 +19,10 @@ settings.register_profile(
 )
 # Fresh random draws and more of them, e.g. before a release:
 # `pytest --hypothesis-profile=thorough tests/test_scalar.py`.
-settings.register_profile("thorough", parent=settings.get_profile("ci"),
-                          derandomize=False, max_examples=1000)
+settings.register_profile(
+    "thorough",
+    parent=settings.get_profile("ci"),
+    derandomize=False,
+    max_examples=1000,
+)
 settings.load_profile("ci")

@@ -14,8 +14,19 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-__all__ = ["floats", "positive_floats", "nonzero_floats", "exponents", "OPERATIONS",
-           "ExpressionGraph", "expression_graphs", "evaluate_graph", "float_unary"]
+__all__ = [
+    "floats",
+    "positive_floats",
+    "nonzero_floats",
+    "exponents",
+    "OPERATIONS",
+    "ExpressionGraph",
+    "expression_graphs",
+    "evaluate_graph",
+    "float_unary",
+    "SPECIAL_FLOATS",
+    "special_floats",
+]
 
 
 def floats(bound: float = 5.0):
@@ -24,18 +35,52 @@ def floats(bound: float = 5.0):
 
 
 def positive_floats(low: float = 0.05, high: float = 10.0):
-    """Floats in [low, high] with low > 0: safe inputs for log, x ** 0.5, 1 / x."""
+    """Floats in [low, high] with low > 0: safe inputs for log, x ** 0.5, 1 /
+    x."""
     return st.floats(low, high, allow_nan=False, allow_infinity=False)
 
 
 def nonzero_floats(low: float = 0.1, high: float = 5.0):
     """Floats with low <= |x| <= high: safe divisors."""
-    return st.one_of(positive_floats(low, high), positive_floats(low, high).map(lambda x: -x))
+    return st.one_of(
+        positive_floats(low, high), positive_floats(low, high).map(lambda x: -x)
+    )
 
 
 def exponents():
-    """Numeric exponents for `x ** k` on positive bases: ints and fractions, both signs."""
+    """Numeric exponents for `x ** k` on positive bases: ints and fractions,
+    both signs."""
     return st.sampled_from([2, 3, -1, -2, 0.5, 1.5, -0.5, 2.5])
+
+
+# The floats where implementations disagree: NaN, both infinities, both
+# zeros, the overflow edges of exp (709.78) and of float64 (1.8e308), and a
+# subnormal.  `special_floats` mixes them with ordinary values.
+SPECIAL_FLOATS = (
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    709.0,
+    710.0,
+    -745.0,
+    1e300,
+    -1e300,
+    1.7e308,
+    5e-324,
+)
+
+
+def special_floats():
+    """NaN, +-inf, +-0.0, huge and tiny values, and ordinary finite floats:
+    the inputs of the NaN/inf suite (`tests/test_nan_semantics.py`)."""
+    return st.one_of(
+        st.sampled_from(SPECIAL_FLOATS),
+        st.floats(-30.0, 30.0, allow_nan=False, allow_infinity=False),
+    )
 
 
 # ---- random expression graphs ------------------------------------------------
@@ -55,7 +100,8 @@ _BINARY = {
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
 }
-_WITH_CONSTANT = {  # node (op) constant; constant (op) node: the reflected operators
+# node (op) constant; constant (op) node: the reflected operators
+_WITH_CONSTANT = {
     "add_c": lambda a, c: a + c,
     "c_add": lambda a, c: c + a,
     "sub_c": lambda a, c: a - c,
@@ -64,7 +110,7 @@ _WITH_CONSTANT = {  # node (op) constant; constant (op) node: the reflected oper
     "c_mul": lambda a, c: c * a,
     "div_c": lambda a, c: a / c,
     "c_div": lambda a, c: c / a,
-    "pow": lambda a, c: a ** c,
+    "pow": lambda a, c: a**c,
 }
 _UNARY = ("neg", "exp", "log", "relu", "tanh", "sigmoid")
 OPERATIONS = tuple(_BINARY) + tuple(_WITH_CONSTANT) + _UNARY
@@ -114,7 +160,8 @@ def apply_step(step: tuple, nodes: list, unary=method_unary):
 
 
 def evaluate_graph(graph: ExpressionGraph, inputs: list, unary=method_unary):
-    """Run `graph` on `inputs` (floats, Values or tensors); return the output node.
+    """Run `graph` on `inputs` (floats, Values or tensors); return the output
+    node.
 
     The output is the sum of the last three nodes (fewer if the graph is
     smaller), so several branches reach it.
@@ -134,7 +181,9 @@ def _safe(step: tuple, nodes: list[float]) -> bool:
     a = nodes[i]
     if op == "div" and abs(nodes[rest[0]]) < 0.2:
         return False
-    if op in ("sub", "div") and rest[0] == i:  # x - x, x / x: gradients cancel to 0
+    if (
+        op in ("sub", "div") and rest[0] == i
+    ):  # x - x, x / x: gradients cancel to 0
         return False
     if op == "c_div" and abs(a) < 0.2:
         return False
@@ -160,15 +209,20 @@ def _safe(step: tuple, nodes: list[float]) -> bool:
     # turn a one-ulp difference between the engines (ours computes x / y as
     # x * y ** -1, PyTorch divides) into a large relative one.
     operands = [a, nodes[rest[0]]] if op in _BINARY else [a] + rest
-    if op in ("add", "sub", "add_c", "c_add", "sub_c", "c_sub"):
-        if abs(value) < 1e-2 * max(abs(t) for t in operands):
-            return False
+    sums = ("add", "sub", "add_c", "c_add", "sub_c", "c_sub")
+    if op in sums and abs(value) < 1e-2 * max(abs(t) for t in operands):
+        return False
     return abs(value) <= _MAX_MAGNITUDE
 
 
 @st.composite
-def expression_graphs(draw, min_inputs: int = 2, max_inputs: int = 5,
-                      min_steps: int = 3, max_steps: int = 25) -> ExpressionGraph:
+def expression_graphs(
+    draw,
+    min_inputs: int = 2,
+    max_inputs: int = 5,
+    min_steps: int = 3,
+    max_steps: int = 25,
+) -> ExpressionGraph:
     """A random DAG of scalar operations with reused nodes and mixed ops."""
     n_inputs = draw(st.integers(min_inputs, max_inputs))
     inputs = tuple(draw(floats(2.0)) for _ in range(n_inputs))
@@ -176,8 +230,11 @@ def expression_graphs(draw, min_inputs: int = 2, max_inputs: int = 5,
     steps = []
     for _ in range(draw(st.integers(min_steps, max_steps))):
         op = draw(st.sampled_from(OPERATIONS))
-        # Half the time the newest node (deep chains), else any earlier one (reuse).
-        i = draw(st.one_of(st.just(len(nodes) - 1), st.integers(0, len(nodes) - 1)))
+        # Half the time the newest node (deep chains), else any earlier one
+        # (reuse).
+        i = draw(
+            st.one_of(st.just(len(nodes) - 1), st.integers(0, len(nodes) - 1))
+        )
         if op in _BINARY:
             step = (op, i, draw(st.integers(0, len(nodes) - 1)))
         elif op == "pow":

@@ -1,4 +1,5 @@
-"""Tests of the deep MLP used for the vanishing-gradient experiment (`deep_mlp`)."""
+"""Tests of the deep MLP used for the vanishing-gradient experiment
+(`deep_mlp`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from backprop_lessons.deep_mlp import DeepMLP, layer_gradient_norms, per_layer_ratio
-from backprop_lessons.gradcheck import compare_gradients, numerical_param_gradients
+from backprop_lessons.deep_mlp import (
+    DeepMLP,
+    layer_gradient_norms,
+    per_layer_ratio,
+)
+from backprop_lessons.gradcheck import (
+    compare_gradients,
+    numerical_param_gradients,
+)
 
 TORCH_ACT = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}
 
@@ -27,11 +35,21 @@ def torch_grads(model, X, y):
 @pytest.mark.parametrize("activation", ["sigmoid", "tanh", "relu"])
 @pytest.mark.parametrize("residual", [False, True])
 def test_gradients_match_torch(activation, residual):
-    model = DeepMLP(6, 5, K=4, activation=activation, init="he", residual=residual, seed=3)
+    model = DeepMLP(
+        6,
+        5,
+        n_classes=4,
+        activation=activation,
+        init="he",
+        residual=residual,
+        seed=3,
+    )
     rng = np.random.default_rng(0)
     for name in model.params:
         if name.startswith("b"):
-            model.params[name][:] = 0.3 * rng.standard_normal(model.params[name].shape)
+            model.params[name][:] = 0.3 * rng.standard_normal(
+                model.params[name].shape
+            )
     X, y = rng.standard_normal((8, 6)), rng.integers(0, 4, size=8)
     model.forward(X)
     grads = model.backward(y)
@@ -41,7 +59,9 @@ def test_gradients_match_torch(activation, residual):
 
 
 def test_gradients_match_numerical():
-    model = DeepMLP(4, 3, K=3, activation="tanh", seed=1)  # sigmoid: W1 grads ~1e-4, noise-limited
+    model = DeepMLP(
+        4, 3, n_classes=3, activation="tanh", seed=1
+    )  # sigmoid: W1 grads ~1e-4, noise-limited
     rng = np.random.default_rng(1)
     X, y = rng.standard_normal((5, 4)), rng.integers(0, 3, size=5)
     model.forward(X)
@@ -51,23 +71,35 @@ def test_gradients_match_numerical():
         model.forward(X)
         return model.loss(y)
 
-    assert compare_gradients(grads, numerical_param_gradients(loss_fn, model.params), tol=1e-7).passed
+    assert compare_gradients(
+        grads, numerical_param_gradients(loss_fn, model.params), tol=1e-7
+    ).passed
 
 
 def test_sigmoid_vanishes_relu_he_does_not():
-    sigmoid_norms = layer_gradient_norms(depth=15, width=32, activation="sigmoid", seed=0)
-    relu_norms = layer_gradient_norms(depth=15, width=32, activation="relu", init="he", seed=0)
+    sigmoid_norms = layer_gradient_norms(
+        depth=15, width=32, activation="sigmoid", seed=0
+    )
+    relu_norms = layer_gradient_norms(
+        depth=15, width=32, activation="relu", init="he", seed=0
+    )
     assert sigmoid_norms.shape == relu_norms.shape == (15,)
-    assert per_layer_ratio(sigmoid_norms) < 0.3           # sigmoid' <= 1/4
+    assert per_layer_ratio(sigmoid_norms) < 0.3  # sigmoid' <= 1/4
     assert sigmoid_norms[0] < 1e-6 * sigmoid_norms[-1]
     assert 0.8 < per_layer_ratio(relu_norms) < 1.25
-    np.testing.assert_array_equal(sigmoid_norms, layer_gradient_norms(depth=15, width=32, seed=0))
+    np.testing.assert_array_equal(
+        sigmoid_norms, layer_gradient_norms(depth=15, width=32, seed=0)
+    )
 
 
 def test_per_layer_ratio_of_a_geometric_sequence():
-    assert per_layer_ratio(5.0 * 0.25 ** np.arange(10)[::-1]) == pytest.approx(0.25, rel=1e-12)
+    assert per_layer_ratio(5.0 * 0.25 ** np.arange(10)[::-1]) == pytest.approx(
+        0.25, rel=1e-12
+    )
     assert per_layer_ratio(np.ones(4)) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="per_layer_ratio: need at least 2 positive norms"):
+    with pytest.raises(
+        ValueError, match="per_layer_ratio: need at least 2 positive norms"
+    ):
         per_layer_ratio([1.0, 0.0])
 
 
@@ -76,15 +108,23 @@ def test_errors():
         DeepMLP(4, 2, activation="gelu")
     with pytest.raises(ValueError, match=r"DeepMLP: init must be one of"):
         DeepMLP(4, 2, init="zeros")
-    with pytest.raises(ValueError, match=r"DeepMLP: depth must be a positive int, got 0"):
+    with pytest.raises(
+        ValueError, match=r"DeepMLP: depth must be a positive int, got 0"
+    ):
         DeepMLP(4, 0)
-    model = DeepMLP(4, 2, K=3)
-    with pytest.raises(RuntimeError, match=r"DeepMLP.backward: call forward\(X\) first"):
+    model = DeepMLP(4, 2, n_classes=3)
+    with pytest.raises(
+        RuntimeError, match=r"DeepMLP.backward: call forward\(X\) first"
+    ):
         model.backward(np.array([0]))
-    with pytest.raises(ValueError, match=r"DeepMLP.forward: X must have shape \(B, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"DeepMLP.forward: X must have shape \(B, 4\)"
+    ):
         model.forward(np.zeros((2, 3)))
     model.forward(np.zeros((2, 4)))
-    with pytest.raises(ValueError, match=r"DeepMLP.backward: need 2 integer labels"):
+    with pytest.raises(
+        ValueError, match=r"DeepMLP.backward: need 2 integer labels"
+    ):
         model.backward(np.array([0, 1, 2]))
     with pytest.raises(ValueError, match=r"one_hot: labels must lie in \[0, 3\)"):
         model.backward(np.array([0, 3]))

@@ -1,4 +1,5 @@
-"""The distributed helpers on 2 local processes (gloo): gradients, failures, ports.
+"""The distributed helpers on 2 local processes (gloo): gradients, failures,
+ports.
 
 Each launch spawns 2 interpreters that import torch (a few seconds), so the
 gradient checks share one launch (a module-scoped fixture).
@@ -16,6 +17,7 @@ import torch
 
 from backprop_lessons import distributed as D
 from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_params
+from distributed_workers import fail_on_rank
 
 CONFIG = GPTConfig(vocab_size=11, block_size=6, n_layer=2, n_head=2, n_embd=8)
 
@@ -36,11 +38,13 @@ def launch():
     x, y = _batch()
     idx, targets = _gpt_batch()
     params = init_params(CONFIG, seed=0, dtype=np.float64)
-    tasks = {"info": (D.worker_info, ()),
-             "allreduce": (D.allreduce_gradients, (x, y)),
-             "ddp": (D.ddp_gradients, (x, y)),
-             "gpt": (D.gpt_data_parallel_gradients, (params, CONFIG, idx, targets)),
-             "buckets": (D.ddp_bucket_log, (x, y, 256))}
+    tasks = {
+        "info": (D.worker_info, ()),
+        "allreduce": (D.allreduce_gradients, (x, y)),
+        "ddp": (D.ddp_gradients, (x, y)),
+        "gpt": (D.gpt_data_parallel_gradients, (params, CONFIG, idx, targets)),
+        "buckets": (D.ddp_bucket_log, (x, y, 256)),
+    }
     return D.run_workers(D.run_tasks, tasks, world_size=2)
 
 
@@ -49,7 +53,9 @@ def _assert_close(got: dict, expected: dict):
     for name in expected:
         assert isinstance(got[name], np.ndarray), name
         assert got[name].dtype == np.float64, name
-        np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-15, err_msg=name)
+        np.testing.assert_allclose(
+            got[name], expected[name], rtol=1e-12, atol=1e-15, err_msg=name
+        )
 
 
 def test_results_come_back_as_numpy_in_rank_order(launch):
@@ -78,21 +84,28 @@ def test_gpt_data_parallel_equals_single_process(launch):
 
 
 def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
-    from backprop_lessons.scale import assign_buckets, gradient_ready_order
+    from backprop_lessons.backward_cost import (
+        assign_buckets,
+        gradient_ready_order,
+    )
 
     model = D.make_mlp()
     x, y = _batch()
-    order = gradient_ready_order(model.named_parameters(), lambda: D.mse_loss(model, x, y))
+    order = gradient_ready_order(
+        model.named_parameters(), lambda: D.mse_loss(model, x, y)
+    )
     sizes = dict(model.named_parameters())
     sizes = {name: sizes[name].numel() * 8 for name in order}
     first, second = launch[0]["buckets"]
-    assert first == [[name for name, _ in model.named_parameters()]]  # one bucket at first
+    assert first == [
+        [name for name, _ in model.named_parameters()]
+    ]  # one bucket at first
     assert second == assign_buckets(sizes, 256)
 
 
 def test_a_failing_rank_is_named_and_no_process_is_left():
     with pytest.raises(D.WorkerError, match=r"rank 1 of 2 raised") as info:
-        D.run_workers(D.fail_on_rank, 1, world_size=2, timeout=30)
+        D.run_workers(fail_on_rank, 1, world_size=2, timeout=30)
     assert info.value.rank == 1
     assert "ValueError: fail_on_rank: rank 1 fails on purpose" in str(info.value)
     assert "Traceback" in info.value.worker_traceback
@@ -128,7 +141,9 @@ def test_bad_arguments_are_refused_before_launching():
 def test_shard_needs_an_even_split():
     a = np.arange(6)
     assert D.shard(a, 1, 3).tolist() == [2, 3]
-    with pytest.raises(ValueError, match="6 rows does not split evenly over 4 ranks"):
+    with pytest.raises(
+        ValueError, match="6 rows does not split evenly over 4 ranks"
+    ):
         D.shard(a, 0, 4)
 
 

@@ -1,4 +1,5 @@
-"""Tests of `backprop_lessons.forward_mode`: dual numbers, JVPs/VJPs, Jacobians, counting.
+"""Tests of `backprop_lessons.forward_mode`: dual numbers, JVPs/VJPs,
+Jacobians, counting.
 
 Every test function is written once against a namespace of unary functions
 (`fm` for floats, Duals and Values; `torch` for tensors), so the same formula
@@ -17,16 +18,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backprop_lessons import forward_mode as fm
-from backprop_lessons.forward_mode import (Dual, count_operations, count_primitives,
-                                           finite_difference_jacobian, jacobian_forward,
-                                           jacobian_reverse, jvp, jvp_rules, vjp)
+from backprop_lessons.forward_mode import (
+    Dual,
+    count_operations,
+    count_primitives,
+    finite_difference_jacobian,
+    jacobian_forward,
+    jacobian_reverse,
+    jvp,
+    jvp_rules,
+    vjp,
+)
 from backprop_lessons.scalar import Value, topological_order
 
-EXACT_TOL = 1e-12    # forward vs reverse vs torch: both exact up to rounding
+EXACT_TOL = 1e-12  # forward vs reverse vs torch: both exact up to rounding
 CENTERED_TOL = 1e-7  # centered differences, eps = 1e-6: O(eps^2) + O(1e-16 / eps)
 
-TORCH = SimpleNamespace(exp=torch.exp, log=torch.log, tanh=torch.tanh,
-                        sigmoid=torch.sigmoid, relu=torch.relu)
+TORCH = SimpleNamespace(
+    exp=torch.exp,
+    log=torch.log,
+    tanh=torch.tanh,
+    sigmoid=torch.sigmoid,
+    relu=torch.relu,
+)
 
 
 def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
@@ -35,39 +49,52 @@ def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
 
 def max_rel_err(A, B, floor: float = 1e-6) -> float:
     assert len(A) == len(B) and all(len(a) == len(b) for a, b in zip(A, B))
-    return max(rel_err(a, b, floor) for ra, rb in zip(A, B) for a, b in zip(ra, rb))
+    return max(
+        rel_err(a, b, floor) for ra, rb in zip(A, B) for a, b in zip(ra, rb)
+    )
 
 
 # ---- test functions: (name, f(xs, ops), point) --------------------------------
 
+
 def mixed(xs, ops):
     x, y, z = xs
-    return ops.tanh(x * y) + ops.exp(z) / y - ops.log(x * x + 1) * ops.sigmoid(z) + 3 / (y - 4)
+    return (
+        ops.tanh(x * y)
+        + ops.exp(z) / y
+        - ops.log(x * x + 1) * ops.sigmoid(z)
+        + 3 / (y - 4)
+    )
 
 
 def chain(xs, ops):
     total = 0
     for a, b in zip(xs, xs[1:]):
-        total = total + ops.tanh(a * b) + ops.relu(a - 0.1) * b ** 2
+        total = total + ops.tanh(a * b) + ops.relu(a - 0.1) * b**2
     return total
 
 
 def powers(xs, ops):
     x, y = xs
-    return x ** 3 - 2 * x ** -2 + y ** 0.5 - 1 / y + (1 - x) * y
+    return x**3 - 2 * x**-2 + y**0.5 - 1 / y + (1 - x) * y
 
 
 def neuron_layer(xs, ops):
     """Three tanh neurons of fixed weights: 4 inputs -> 3 outputs."""
     w = [[0.5, -1.0, 0.3, 0.8], [-0.2, 0.4, 1.1, -0.7], [0.9, 0.1, -0.6, 0.2]]
-    return [ops.tanh(sum(wi * xi for wi, xi in zip(row, xs)) + 0.1 * k)
-            for k, row in enumerate(w)]
+    return [
+        ops.tanh(sum(wi * xi for wi, xi in zip(row, xs)) + 0.1 * k)
+        for k, row in enumerate(w)
+    ]
 
 
 def curve(xs, ops):
     """2 inputs -> 7 outputs: a*t + b squashed, for 7 values of t."""
     a, b = xs
-    return [ops.sigmoid(a * t + b) * ops.exp(-a * a * t) for t in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5)]
+    return [
+        ops.sigmoid(a * t + b) * ops.exp(-a * a * t)
+        for t in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5)
+    ]
 
 
 def softmax_like(xs, ops):
@@ -95,10 +122,12 @@ def on_torch(f):
     def g(x):
         out = f(list(x.unbind()), TORCH)
         return torch.stack(out) if isinstance(out, list) else out
+
     return g
 
 
 # ---- forward, reverse and finite differences agree ----------------------------
+
 
 @pytest.mark.parametrize("name,f,xs", FUNCTIONS, ids=IDS)
 def test_forward_equals_reverse(name, f, xs):
@@ -132,21 +161,33 @@ def test_finite_difference_orders(name, f, xs):
 def test_values_match_float_evaluation(name, f, xs):
     out_float = on_numbers(f)(xs)
     out_jvp, _ = jvp(on_numbers(f), xs, [1.0] * len(xs))
-    out_vjp, _ = vjp(on_numbers(f), xs, [1.0] * (len(out_float) if isinstance(out_float, list) else 1))
-    # / is a * b**-1 on Duals and Values, a single division on floats: last-bit differences
-    flat = lambda o: o if isinstance(o, list) else [o]  # noqa: E731
+    out_vjp, _ = vjp(
+        on_numbers(f),
+        xs,
+        [1.0] * (len(out_float) if isinstance(out_float, list) else 1),
+    )
+
+    # / is a * b**-1 on Duals and Values, a single division on floats:
+    # last-bit differences
+    def flat(o):
+        return o if isinstance(o, list) else [o]
+
     assert max_rel_err([flat(out_jvp)], [flat(out_float)]) < 1e-13
     assert flat(out_jvp) == flat(out_vjp)
 
 
 # ---- against PyTorch, float64 -----------------------------------------------
 
+
 @pytest.mark.parametrize("name,f,xs", FUNCTIONS, ids=IDS)
 def test_jvp_matches_torch(name, f, xs):
-    v = [0.3, -1.2, 0.7, 0.5, -0.4, 1.1][:len(xs)]
+    v = [0.3, -1.2, 0.7, 0.5, -0.4, 1.1][: len(xs)]
     out, out_dot = jvp(on_numbers(f), xs, v)
-    t_out, t_dot = torch.func.jvp(on_torch(f), (torch.tensor(xs, dtype=torch.float64),),
-                                  (torch.tensor(v, dtype=torch.float64),))
+    t_out, t_dot = torch.func.jvp(
+        on_torch(f),
+        (torch.tensor(xs, dtype=torch.float64),),
+        (torch.tensor(v, dtype=torch.float64),),
+    )
     out, out_dot = (out, out_dot) if isinstance(out, list) else ([out], [out_dot])
     assert max_rel_err([out], [t_out.reshape(-1).tolist()]) < EXACT_TOL
     assert max_rel_err([out_dot], [t_dot.reshape(-1).tolist()]) < EXACT_TOL
@@ -155,7 +196,11 @@ def test_jvp_matches_torch(name, f, xs):
 @pytest.mark.parametrize("name,f,xs", FUNCTIONS, ids=IDS)
 def test_vjp_and_jacobian_match_torch(name, f, xs):
     x = torch.tensor(xs, dtype=torch.float64)
-    J_torch = torch.autograd.functional.jacobian(on_torch(f), x).reshape(-1, len(xs)).tolist()
+    J_torch = (
+        torch.autograd.functional.jacobian(on_torch(f), x)
+        .reshape(-1, len(xs))
+        .tolist()
+    )
     assert max_rel_err(jacobian_reverse(on_numbers(f), xs), J_torch) < EXACT_TOL
     u = [0.5 - 0.25 * i for i in range(len(J_torch))]
     out, x_bar = vjp(on_numbers(f), xs, u if len(u) > 1 else u[0])
@@ -172,8 +217,8 @@ PRIMITIVES = [
     ("sigmoid large", lambda d: d.sigmoid(), torch.sigmoid, 40.0),
     ("relu +", lambda d: d.relu(), torch.relu, 0.9),
     ("relu -", lambda d: d.relu(), torch.relu, -0.9),
-    ("pow 3", lambda d: d ** 3, lambda t: t ** 3, -1.3),
-    ("pow -1.5", lambda d: d ** -1.5, lambda t: t ** -1.5, 2.2),
+    ("pow 3", lambda d: d**3, lambda t: t**3, -1.3),
+    ("pow -1.5", lambda d: d**-1.5, lambda t: t**-1.5, 2.2),
     ("neg", lambda d: -d, lambda t: -t, 0.4),
     ("sub", lambda d: 2.5 - d - d * d, lambda t: 2.5 - t - t * t, 0.4),
     ("div", lambda d: (1 + d) / (d * 3), lambda t: (1 + t) / (t * 3), 0.4),
@@ -181,11 +226,16 @@ PRIMITIVES = [
 ]
 
 
-@pytest.mark.parametrize("name,dual_fn,torch_fn,x", PRIMITIVES, ids=[p[0] for p in PRIMITIVES])
+@pytest.mark.parametrize(
+    "name,dual_fn,torch_fn,x", PRIMITIVES, ids=[p[0] for p in PRIMITIVES]
+)
 def test_primitive_matches_torch(name, dual_fn, torch_fn, x):
     y = dual_fn(Dual(x, 1.0))
-    t_y, t_dot = torch.func.jvp(torch_fn, (torch.tensor(x, dtype=torch.float64),),
-                                (torch.tensor(1.0, dtype=torch.float64),))
+    t_y, t_dot = torch.func.jvp(
+        torch_fn,
+        (torch.tensor(x, dtype=torch.float64),),
+        (torch.tensor(1.0, dtype=torch.float64),),
+    )
     assert rel_err(y.value, t_y.item()) < EXACT_TOL
     assert rel_err(y.tangent, t_dot.item()) < EXACT_TOL
 
@@ -200,7 +250,16 @@ def test_jvp_is_linear_in_the_tangent(a, b, s):
 
 
 def test_every_primitive_has_a_rule():
-    assert set(jvp_rules) == {"add", "mul", "pow", "exp", "log", "relu", "tanh", "sigmoid"}
+    assert set(jvp_rules) == {
+        "add",
+        "mul",
+        "pow",
+        "exp",
+        "log",
+        "relu",
+        "tanh",
+        "sigmoid",
+    }
 
 
 def test_unary_functions_on_floats_duals_and_values():
@@ -212,13 +271,17 @@ def test_unary_functions_on_floats_duals_and_values():
 
 # ---- counting -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name,f,xs", FUNCTIONS, ids=IDS)
 def test_dual_primitives_equal_value_nodes(name, f, xs):
-    """Dual and Value build - and / from the same primitives, so the counts agree."""
+    """Dual and Value build - and / from the same primitives, so the counts
+    agree."""
     outs = on_numbers(f)([Value(x) for x in xs])
     outs = outs if isinstance(outs, list) else [outs]
     nodes = {id(n): n for o in outs for n in topological_order(o)}
-    assert count_primitives(on_numbers(f), xs) == sum(bool(n._children) for n in nodes.values())
+    assert count_primitives(on_numbers(f), xs) == sum(
+        bool(n._children) for n in nodes.values()
+    )
 
 
 @pytest.mark.parametrize("name,f,xs", FUNCTIONS, ids=IDS)
@@ -234,9 +297,15 @@ def test_counts(name, f, xs):
         finite_difference_jacobian(g, xs)
     with count_operations() as one:
         finite_difference_jacobian(g, xs, scheme="one-sided")
-    assert (fwd.evaluations, fwd.primitives, fwd.tangent_rules) == (P, P * N, P * N)
+    assert (fwd.evaluations, fwd.primitives, fwd.tangent_rules) == (
+        P,
+        P * N,
+        P * N,
+    )
     assert (rev.evaluations, rev.primitives, rev.tangent_rules) == (1, N, 0)
-    assert M <= rev.backward_steps <= 2 * N * M  # each primitive has at most two inputs
+    assert (
+        M <= rev.backward_steps <= 2 * N * M
+    )  # each primitive has at most two inputs
     assert (cen.evaluations, cen.primitives) == (2 * P, 2 * P * N)
     assert (one.evaluations, one.primitives) == (P + 1, (P + 1) * N)
 
@@ -255,55 +324,162 @@ def test_vjp_counts_one_backward():
     g = on_numbers(curve)
     with count_operations() as ops:
         vjp(g, [0.8, -0.3], [1.0] * 7)
-    assert ops.evaluations == 1 and ops.tangent_rules == 0 and ops.backward_steps > 0
+    assert (
+        ops.evaluations == 1 and ops.tangent_rules == 0 and ops.backward_steps > 0
+    )
 
 
-def test_counting_blocks_do_not_nest():
-    with count_operations():
-        with pytest.raises(RuntimeError, match="already counting"):
-            with count_operations():
-                pass
-    with count_operations() as ops:  # usable again after the error
+def test_counting_blocks_nest_and_count_primitives_is_private():
+    """An inner block's operations count in the outer block too; the probe
+    pass of count_primitives counts in neither."""
+    g = on_numbers(chain)
+    xs = [0.3, -0.2, 0.5]
+    with count_operations() as outer:
+        jvp(g, xs, [1.0, 0.0, 0.0])
+        with count_operations() as inner:
+            jacobian_reverse(g, xs)
+            N = count_primitives(g, xs)
+    assert (inner.evaluations, inner.primitives, inner.tangent_rules) == (1, N, 0)
+    assert outer.evaluations == 2
+    assert outer.primitives == 2 * N and outer.tangent_rules == N
+    assert outer.backward_steps == inner.backward_steps > 0
+
+
+def test_counting_leaves_no_interpreter_behind_after_an_error():
+    with pytest.raises(ZeroDivisionError), count_operations():
+        jvp(lambda xs: 1.0 / xs[0], [0.0], [1.0])
+    assert fm._interpreters == [fm._interpreters[0]]
+    with count_operations() as ops:
         jvp(lambda xs: xs[0] * 2, [1.0], [1.0])
     assert ops.primitives == 1
 
 
+def test_rules_are_pure_functions_that_never_count():
+    """The counting happens around the rules: calling one directly counts
+    nothing, even inside a counting block."""
+    with count_operations() as ops:
+        assert fm.jvp_rules["mul"]((2.0, 3.0), (1.0, 0.0)) == (6.0, 3.0)
+    assert ops == fm.OperationCount()
+
+
 # ---- errors --------------------------------------------------------------------
 
-@pytest.mark.parametrize("expr,exc,message", [
-    (lambda: Dual(1.0) + "a", TypeError, r"Dual \+: expected a Dual or a real number, got str"),
-    (lambda: Dual(1.0) * None, TypeError, r"Dual \*: expected a Dual or a real number"),
-    (lambda: "a" - Dual(1.0), TypeError, r"Dual -: expected"),
-    (lambda: Dual("x"), TypeError, r"Dual construction: expected"),
-    (lambda: Dual(1.0, [1]), TypeError, r"Dual construction: expected"),
-    (lambda: Dual(2.0) ** Dual(1.0), TypeError, r"Dual \*\*: only numeric exponents"),
-    (lambda: Dual(0.0) ** -1, ZeroDivisionError, r"Dual \*\*: 0.0 \*\* -1.0 is undefined"),
-    (lambda: Dual(-2.0) ** 0.5, ValueError, r"Dual \*\*: -2.0 \*\* 0.5 is not a real number"),
-    (lambda: Dual(1.0) / 0, ZeroDivisionError, r"Dual /: division of 1.0 by 0.0"),
-    (lambda: 1 / Dual(0.0), ZeroDivisionError, r"Dual /: division of 1.0 by 0.0"),
-    (lambda: Dual(0.0).log(), ValueError, r"Dual log: log is defined for positive numbers, got 0.0"),
-    (lambda: Dual(1000.0).exp(), OverflowError, r"Dual exp: exp\(1000.0\) overflows"),
-    (lambda: fm.log(-1.0), ValueError, r"log: log is defined for positive numbers, got -1.0"),
-    (lambda: fm.exp("a"), TypeError, r"Dual exp: expected"),
-    (lambda: jvp(lambda xs: xs[0], [1.0, 2.0], [1.0]), ValueError, r"jvp: 2 primals but 1 tangents"),
-    (lambda: jvp(lambda xs: xs[0], [], []), ValueError, r"jvp primals: expected at least one input"),
-    (lambda: jvp(lambda xs: xs[0], [1.0, "b"], [1.0, 0.0]), TypeError, r"jvp primals: input 1 must be a real number"),
-    (lambda: jvp(lambda xs: "out", [1.0], [1.0]), TypeError, r"jvp: f must return a number or a non-empty list"),
-    (lambda: jacobian_forward(lambda xs: xs[0], 3.0), TypeError, r"jacobian_forward: expected a sequence"),
-    (lambda: jacobian_reverse(lambda xs: [], [1.0]), TypeError, r"jacobian_reverse: f must return"),
-    (lambda: vjp(lambda xs: [xs[0], xs[0]], [1.0], [1.0]), ValueError, r"vjp: f has 2 outputs but 1 cotangents"),
-    (lambda: finite_difference_jacobian(lambda xs: xs[0], [1.0], scheme="backward"), ValueError,
-     r"scheme must be 'centered' or 'one-sided', got 'backward'"),
-    (lambda: finite_difference_jacobian(lambda xs: xs[0], [1.0], eps=0), ValueError,
-     r"eps must be a positive number, got 0"),
-])
+
+@pytest.mark.parametrize(
+    "expr,exc,message",
+    [
+        (
+            lambda: Dual(1.0) + "a",
+            TypeError,
+            r"Dual \+: expected a Dual or a real number, got str",
+        ),
+        (
+            lambda: Dual(1.0) * None,
+            TypeError,
+            r"Dual \*: expected a Dual or a real number",
+        ),
+        (lambda: "a" - Dual(1.0), TypeError, r"Dual -: expected"),
+        (lambda: Dual("x"), TypeError, r"Dual construction: expected"),
+        (lambda: Dual(1.0, [1]), TypeError, r"Dual construction: expected"),
+        (
+            lambda: Dual(2.0) ** Dual(1.0),
+            TypeError,
+            r"Dual \*\*: only numeric exponents",
+        ),
+        (
+            lambda: Dual(0.0) ** -1,
+            ZeroDivisionError,
+            r"Dual \*\*: 0.0 \*\* -1.0 is undefined",
+        ),
+        (
+            lambda: Dual(-2.0) ** 0.5,
+            ValueError,
+            r"Dual \*\*: -2.0 \*\* 0.5 is not a real number",
+        ),
+        (
+            lambda: Dual(1.0) / 0,
+            ZeroDivisionError,
+            r"Dual /: division of 1.0 by 0.0",
+        ),
+        (
+            lambda: 1 / Dual(0.0),
+            ZeroDivisionError,
+            r"Dual /: division of 1.0 by 0.0",
+        ),
+        (
+            lambda: Dual(0.0).log(),
+            ValueError,
+            r"Dual log: log is defined for positive numbers, got 0.0",
+        ),
+        (
+            lambda: Dual(1000.0).exp(),
+            OverflowError,
+            r"Dual exp: exp\(1000.0\) overflows",
+        ),
+        (
+            lambda: fm.log(-1.0),
+            ValueError,
+            r"log: log is defined for positive numbers, got -1.0",
+        ),
+        (lambda: fm.exp("a"), TypeError, r"Dual exp: expected"),
+        (
+            lambda: jvp(lambda xs: xs[0], [1.0, 2.0], [1.0]),
+            ValueError,
+            r"jvp: 2 primals but 1 tangents",
+        ),
+        (
+            lambda: jvp(lambda xs: xs[0], [], []),
+            ValueError,
+            r"jvp primals: expected at least one input",
+        ),
+        (
+            lambda: jvp(lambda xs: xs[0], [1.0, "b"], [1.0, 0.0]),
+            TypeError,
+            r"jvp primals: input 1 must be a real number",
+        ),
+        (
+            lambda: jvp(lambda xs: "out", [1.0], [1.0]),
+            TypeError,
+            r"jvp: f must return a number or a non-empty list",
+        ),
+        (
+            lambda: jacobian_forward(lambda xs: xs[0], 3.0),
+            TypeError,
+            r"jacobian_forward: expected a sequence",
+        ),
+        (
+            lambda: jacobian_reverse(lambda xs: [], [1.0]),
+            TypeError,
+            r"jacobian_reverse: f must return",
+        ),
+        (
+            lambda: vjp(lambda xs: [xs[0], xs[0]], [1.0], [1.0]),
+            ValueError,
+            r"vjp: f has 2 outputs but 1 cotangents",
+        ),
+        (
+            lambda: finite_difference_jacobian(
+                lambda xs: xs[0], [1.0], scheme="backward"
+            ),
+            ValueError,
+            r"scheme must be 'centered' or 'one-sided', got 'backward'",
+        ),
+        (
+            lambda: finite_difference_jacobian(lambda xs: xs[0], [1.0], eps=0),
+            ValueError,
+            r"eps must be a positive number, got 0",
+        ),
+    ],
+)
 def test_errors(expr, exc, message):
     with pytest.raises(exc, match=message):
         expr()
 
 
 def test_constant_outputs_have_zero_derivatives():
-    f = lambda xs: [xs[0] * 2, 5.0]  # noqa: E731
+    def f(xs):
+        return [xs[0] * 2, 5.0]
+
     assert jacobian_forward(f, [1.0]) == [[2.0], [0.0]]
     assert jacobian_reverse(f, [1.0]) == [[2.0], [0.0]]
     (d_first,), (d_constant,) = finite_difference_jacobian(f, [1.0])

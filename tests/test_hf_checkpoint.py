@@ -39,7 +39,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 F = torch.nn.functional
 
-SMALL = dict(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
+SMALL = {
+    "vocab_size": 50,
+    "n_positions": 16,
+    "n_embd": 32,
+    "n_layer": 2,
+    "n_head": 4,
+}
 
 
 def gpt2_config(**overrides):
@@ -216,10 +222,10 @@ def test_old_checkpoints_causal_mask_buffers_are_skipped(model):
 
 def test_compare_with_transformers_table(model, batch):
     table = compare_with_transformers(model, *batch)
-    assert table.ok
+    assert table.passed
     assert [r.name for r in table.rows[:2]] == ["loss", "logits"]
     assert len(table.rows) == 2 + 16
-    assert table.max_rel_err < 1e-12
+    assert table.max_rel_error < 1e-12
 
 
 def test_compare_with_transformers_refuses_an_untied_model(batch):
@@ -393,5 +399,5 @@ def test_gpt2_small_124m_float64_matches_transformers():
         rng.integers(0, 50257, (1, 16)),
     )
     table = compare_with_transformers(model, idx, targets)
-    assert table.ok, table.format()
-    assert table["loss"].rel_err < 1e-11
+    assert table.passed, table.format()
+    assert table["loss"].rel_error < 1e-11

@@ -17,8 +17,14 @@ from hypothesis import strategies as st
 
 from backprop_lessons.scalar import Value, topological_order, zero_grad
 from strategies import OPERATIONS as OPERATIONS_IN_GRAPHS
-from strategies import (evaluate_graph, exponents, expression_graphs, floats,
-                        nonzero_floats, positive_floats)
+from strategies import (
+    evaluate_graph,
+    exponents,
+    expression_graphs,
+    floats,
+    nonzero_floats,
+    positive_floats,
+)
 
 FORWARD_TOL = 1e-13
 GRAD_TOL = 1e-12
@@ -40,23 +46,28 @@ def torch_reference(fn, xs):
 
 
 def check_op(fn, *xs, forward_tol=FORWARD_TOL, grad_tol=GRAD_TOL):
-    """Compare `fn` on Values with `fn` on float64 tensors: type, forward, then gradients."""
+    """Compare `fn` on Values with `fn` on float64 tensors: type, forward, then
+    gradients."""
     values = [Value(x) for x in xs]
     out = fn(*values)
     assert type(out) is Value and type(out.data) is float
     out.backward()
     expected, expected_grads = torch_reference(fn, xs)
-    assert rel_err(out.data, expected) < forward_tol, \
+    assert rel_err(out.data, expected) < forward_tol, (
         f"forward: ours {out.data!r}, torch {expected!r} at {xs}"
+    )
     for k, (v, g) in enumerate(zip(values, expected_grads)):
-        assert rel_err(v.grad, g) < grad_tol, \
+        assert rel_err(v.grad, g) < grad_tol, (
             f"d/dx{k}: ours {v.grad!r}, torch {g!r} at {xs}"
+        )
 
 
 # ---- every operation, one line each ------------------------------------------
 
+
 def op(fn, *strategies, grad_tol=GRAD_TOL):
-    """One row of the table: the function, a strategy per argument, a tolerance."""
+    """One row of the table: the function, a strategy per argument, a
+    tolerance."""
     return fn, strategies, grad_tol
 
 
@@ -65,37 +76,46 @@ def op(fn, *strategies, grad_tol=GRAD_TOL):
 # is amplified by 1 / (1 - y^2): the "_wide" rows need a looser tolerance.
 x, y = floats(), floats()
 OPERATIONS = {
-    "add":          op(lambda a, b: a + b, x, y),
-    "sub":          op(lambda a, b: a - b, x, y),
-    "mul":          op(lambda a, b: a * b, x, y),
-    "div":          op(lambda a, b: a / b, x, nonzero_floats()),
-    "neg":          op(lambda a: -a, x),
-    "pow_int":      op(lambda a: a ** 3, x),
-    "pow_square":   op(lambda a: a ** 2, x),
-    "pow_neg_int":  op(lambda a: a ** -2, nonzero_floats()),
-    "pow_frac":     op(lambda a: a ** 0.5, positive_floats()),
-    "pow_any":      op(lambda a, k: a ** k, positive_floats(), exponents()),
-    "exp":          op(lambda a: a.exp(), floats(20.0)),
-    "log":          op(lambda a: a.log(), positive_floats(1e-3, 1e3)),
-    "relu":         op(lambda a: a.relu(), x),
-    "tanh":         op(lambda a: a.tanh(), floats(3.0)),
-    "tanh_wide":    op(lambda a: a.tanh(), floats(30.0), grad_tol=1e-9),
-    "sigmoid":      op(lambda a: a.sigmoid(), floats(6.0)),
+    "add": op(lambda a, b: a + b, x, y),
+    "sub": op(lambda a, b: a - b, x, y),
+    "mul": op(lambda a, b: a * b, x, y),
+    "div": op(lambda a, b: a / b, x, nonzero_floats()),
+    "neg": op(lambda a: -a, x),
+    "pow_int": op(lambda a: a**3, x),
+    "pow_square": op(lambda a: a**2, x),
+    "pow_neg_int": op(lambda a: a**-2, nonzero_floats()),
+    "pow_frac": op(lambda a: a**0.5, positive_floats()),
+    "pow_any": op(lambda a, k: a**k, positive_floats(), exponents()),
+    "exp": op(lambda a: a.exp(), floats(20.0)),
+    "log": op(lambda a: a.log(), positive_floats(1e-3, 1e3)),
+    "relu": op(lambda a: a.relu(), x),
+    "tanh": op(lambda a: a.tanh(), floats(3.0)),
+    "tanh_wide": op(lambda a: a.tanh(), floats(30.0), grad_tol=1e-9),
+    "sigmoid": op(lambda a: a.sigmoid(), floats(6.0)),
     "sigmoid_wide": op(lambda a: a.sigmoid(), floats(50.0), grad_tol=1e-9),
-    "add_number":   op(lambda a, c: a + c, x, y),
-    "radd":         op(lambda a, c: c + a, x, y),
-    "sub_number":   op(lambda a, c: a - c, x, y),
-    "rsub":         op(lambda a, c: c - a, x, y),
-    "mul_number":   op(lambda a, c: a * c, x, y),
-    "rmul":         op(lambda a, c: c * a, x, y),
-    "div_number":   op(lambda a, c: a / c, x, nonzero_floats()),
-    "rdiv":         op(lambda a, c: c / a, nonzero_floats(), y),
-    "int_number":   op(lambda a: 3 * a - 1, x),
-    "same_twice":   op(lambda a: a * a + a, x),
+    "add_number": op(lambda a, c: a + c, x, y),
+    "radd": op(lambda a, c: c + a, x, y),
+    "sub_number": op(lambda a, c: a - c, x, y),
+    "rsub": op(lambda a, c: c - a, x, y),
+    "mul_number": op(lambda a, c: a * c, x, y),
+    "rmul": op(lambda a, c: c * a, x, y),
+    "div_number": op(lambda a, c: a / c, x, nonzero_floats()),
+    "rdiv": op(lambda a, c: c / a, nonzero_floats(), y),
+    "int_number": op(lambda a: 3 * a - 1, x),
+    "same_twice": op(lambda a: a * a + a, x),
 }
 # Ops whose second argument is a Python number, not a Value (no gradient).
-NUMBER_ARGS = {"pow_any", "add_number", "radd", "sub_number", "rsub", "mul_number",
-               "rmul", "div_number", "rdiv"}
+NUMBER_ARGS = {
+    "pow_any",
+    "add_number",
+    "radd",
+    "sub_number",
+    "rsub",
+    "mul_number",
+    "rmul",
+    "div_number",
+    "rdiv",
+}
 
 
 @pytest.mark.parametrize("name", OPERATIONS)
@@ -110,32 +130,54 @@ def test_operation_matches_torch(name, data):
         check_op(fn, *args, grad_tol=grad_tol)
 
 
-@pytest.mark.parametrize("fn, x", [
-    (lambda a: a.relu(), 0.0),      # the kink: derivative 0, as in PyTorch
-    (lambda a: a.relu(), -0.0),
-    (lambda a: a.tanh(), 1000.0),   # no overflow at large |x|
-    (lambda a: a.tanh(), -1000.0),
-    (lambda a: a.sigmoid(), -1000.0),
-    (lambda a: a.sigmoid(), 1000.0),
-    (lambda a: a.exp(), -1000.0),   # underflows to 0, gradient 0
-    (lambda a: a ** 1, 0.0),
-    (lambda a: a ** 2, 0.0),
-    (lambda a: a ** 0, 2.0),
-    (lambda a: a ** 0, 0.0),        # 0 ** 0 = 1, derivative 0
-    (lambda a: a ** 0.5, 0.0),      # sqrt at 0: derivative +inf, as in PyTorch
-    (lambda a: a ** -1, 1e-300),    # finite value, derivative overflows to -inf
-    (lambda a: a ** -2, -1e-103),   # ... to +inf (sign of k x^(k-1))
-    (lambda a: 1 / a, -1e-300),
-], ids=["relu0", "relu-0", "tanh+1000", "tanh-1000", "sigmoid-1000", "sigmoid+1000",
-        "exp-1000", "pow1_at0", "pow2_at0", "pow0", "pow0_at0", "sqrt_at0",
-        "inverse_tiny", "inverse_square_tiny", "rdiv_tiny"])
+@pytest.mark.parametrize(
+    "fn, x",
+    [
+        (lambda a: a.relu(), 0.0),  # the kink: derivative 0, as in PyTorch
+        (lambda a: a.relu(), -0.0),
+        (lambda a: a.tanh(), 1000.0),  # no overflow at large |x|
+        (lambda a: a.tanh(), -1000.0),
+        (lambda a: a.sigmoid(), -1000.0),
+        (lambda a: a.sigmoid(), 1000.0),
+        (lambda a: a.exp(), -1000.0),  # underflows to 0, gradient 0
+        (lambda a: a**1, 0.0),
+        (lambda a: a**2, 0.0),
+        (lambda a: a**0, 2.0),
+        (lambda a: a**0, 0.0),  # 0 ** 0 = 1, derivative 0
+        (lambda a: a**0.5, 0.0),  # sqrt at 0: derivative +inf, as in PyTorch
+        (lambda a: a**-1, 1e-300),  # finite value, derivative overflows to -inf
+        (lambda a: a**-2, -1e-103),  # ... to +inf (sign of k x^(k-1))
+        (lambda a: 1 / a, -1e-300),
+    ],
+    ids=[
+        "relu0",
+        "relu-0",
+        "tanh+1000",
+        "tanh-1000",
+        "sigmoid-1000",
+        "sigmoid+1000",
+        "exp-1000",
+        "pow1_at0",
+        "pow2_at0",
+        "pow0",
+        "pow0_at0",
+        "sqrt_at0",
+        "inverse_tiny",
+        "inverse_square_tiny",
+        "rdiv_tiny",
+    ],
+)
 def test_edge_points_match_torch(fn, x):
     check_op(fn, x)
 
 
 def test_saturated_functions_have_exact_values_and_zero_gradients():
-    for v, expected in [(Value(1000.0).tanh(), 1.0), (Value(-1000.0).tanh(), -1.0),
-                        (Value(1000.0).sigmoid(), 1.0), (Value(-1000.0).sigmoid(), 0.0)]:
+    for v, expected in [
+        (Value(1000.0).tanh(), 1.0),
+        (Value(-1000.0).tanh(), -1.0),
+        (Value(1000.0).sigmoid(), 1.0),
+        (Value(-1000.0).sigmoid(), 0.0),
+    ]:
         a = v._children[0]
         v.backward()
         assert v.data == expected and a.grad == 0.0
@@ -152,7 +194,8 @@ GRAPH_FLOOR = 1e-3
 
 
 def test_random_expression_graphs_match_torch():
-    """At least 200 random DAGs (reused nodes, mixed ops): all gradients match torch."""
+    """At least 200 random DAGs (reused nodes, mixed ops): all gradients match
+    torch."""
     checked = []
 
     @settings(max_examples=220)
@@ -162,11 +205,16 @@ def test_random_expression_graphs_match_torch():
         out = evaluate_graph(graph, values)
         out.backward()
         expected, expected_grads = torch_reference(
-            lambda *ts: evaluate_graph(graph, list(ts)), graph.inputs)
-        assert rel_err(out.data, expected, GRAPH_FLOOR) < GRAD_TOL, (out.data, expected)
+            lambda *ts: evaluate_graph(graph, list(ts)), graph.inputs
+        )
+        assert rel_err(out.data, expected, GRAPH_FLOOR) < GRAD_TOL, (
+            out.data,
+            expected,
+        )
         for k, (v, g) in enumerate(zip(values, expected_grads)):
-            assert rel_err(v.grad, g, GRAPH_FLOOR) < GRAD_TOL, \
+            assert rel_err(v.grad, g, GRAPH_FLOOR) < GRAD_TOL, (
                 f"input {k}: ours {v.grad!r}, torch {g!r}"
+            )
         checked.append(graph)
 
     check()
@@ -175,7 +223,9 @@ def test_random_expression_graphs_match_torch():
     assert max(len(g) for g in checked) >= 20
     reused = [g for g in checked if _has_reused_node(g)]
     assert len(reused) >= len(checked) // 2
-    assert {step[0] for g in checked for step in g.steps} == set(OPERATIONS_IN_GRAPHS)
+    assert {step[0] for g in checked for step in g.steps} == set(
+        OPERATIONS_IN_GRAPHS
+    )
 
 
 def _has_reused_node(graph) -> bool:
@@ -189,7 +239,8 @@ def _node_operands(step: tuple) -> list[int]:
     return [i, rest[0]] if op in ("add", "sub", "mul", "div") else [i]
 
 
-# ---- graph structure ------------------------------------------------------------
+# ---- graph structure -----------------------------------------------------------
+
 
 def test_value_used_twice_gets_both_contributions():
     a = Value(3.0)
@@ -208,9 +259,12 @@ def test_value_used_twice_at_two_levels():
 
 def test_worked_example_relu_of_affine():
     a, b, d = Value(2.0, "a"), Value(-3.0, "b"), Value(10.0, "d")
-    e = a * b; e.label = "e"
-    c = e + d; c.label = "c"
-    f = c.relu(); f.label = "f"
+    e = a * b
+    e.label = "e"
+    c = e + d
+    c.label = "c"
+    f = c.relu()
+    f.label = "f"
     f.backward()
     assert (e.data, c.data, f.data) == (-6.0, 4.0, 4.0)
     assert (a.grad, b.grad) == (-3.0, 2.0)
@@ -270,7 +324,7 @@ def test_two_losses_sharing_a_subexpression_accumulate():
     loss1, loss2 = h * 2.0, h * h
     loss1.backward()
     loss2.backward()
-    expected = (2.0 + 2 * h.data) * (1 - h.data ** 2)
+    expected = (2.0 + 2 * h.data) * (1 - h.data**2)
     assert a.grad == pytest.approx(expected, rel=1e-15)
 
 
@@ -293,39 +347,57 @@ def test_repr_is_stable():
 
 def test_numbers_become_floats():
     import numpy as np
+
     for number in (2, 2.0, np.float64(2.0), np.int64(2), np.float32(2.0)):
         v = Value(number)
         assert type(v.data) is float and v.data == 2.0
 
 
-# ---- errors name the operation and the values --------------------------------------
+# ---- errors name the operation and the values ----------------------------------
 
-@pytest.mark.parametrize("make, error, words", [
-    (lambda: Value("a"), TypeError, ["construction", "str", "'a'"]),
-    (lambda: Value(None), TypeError, ["construction", "NoneType"]),
-    (lambda: Value(True), TypeError, ["construction", "bool"]),
-    (lambda: Value(1) + "x", TypeError, ["Value +", "str"]),
-    (lambda: "x" + Value(1), TypeError, ["Value +", "str"]),
-    (lambda: Value(1) - "x", TypeError, ["Value -", "str"]),
-    (lambda: "x" - Value(1), TypeError, ["Value -", "str"]),
-    (lambda: Value(1) * [2], TypeError, ["Value *", "list"]),
-    (lambda: Value(1) / "x", TypeError, ["Value /", "str"]),
-    (lambda: "x" / Value(1), TypeError, ["Value /", "str"]),
-    (lambda: Value(1) + True, TypeError, ["Value +", "bool"]),
-    (lambda: Value(2) ** True, TypeError, ["Value **", "bool"]),
-    (lambda: Value(2) ** "3", TypeError, ["Value **", "str"]),
-    (lambda: Value(2) ** Value(3), TypeError, ["Value **", "numeric exponents", "3.0"]),
-    (lambda: Value(0).log(), ValueError, ["Value log", "0.0"]),
-    (lambda: Value(-1).log(), ValueError, ["Value log", "-1.0"]),
-    (lambda: Value(1) / 0, ZeroDivisionError, ["Value /", "0.0"]),
-    (lambda: Value(1) / Value(0.0), ZeroDivisionError, ["Value /", "0.0"]),
-    (lambda: 1 / Value(0), ZeroDivisionError, ["Value /", "0.0"]),
-    (lambda: Value(0) ** -1, ZeroDivisionError, ["Value **", "0.0"]),
-    (lambda: Value(-8) ** (1 / 3), ValueError, ["Value **", "-8.0", "negative base"]),
-    (lambda: Value(-2) ** 0.5, ValueError, ["Value **", "-2.0", "integer exponent"]),
-    (lambda: Value(1000).exp(), OverflowError, ["Value exp", "1000.0"]),
-    (lambda: Value(10) ** 400, OverflowError, ["Value **", "10.0", "400.0"]),
-], ids=lambda p: None)
+
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda: Value("a"), TypeError, ["construction", "str", "'a'"]),
+        (lambda: Value(None), TypeError, ["construction", "NoneType"]),
+        (lambda: Value(True), TypeError, ["construction", "bool"]),
+        (lambda: Value(1) + "x", TypeError, ["Value +", "str"]),
+        (lambda: "x" + Value(1), TypeError, ["Value +", "str"]),
+        (lambda: Value(1) - "x", TypeError, ["Value -", "str"]),
+        (lambda: "x" - Value(1), TypeError, ["Value -", "str"]),
+        (lambda: Value(1) * [2], TypeError, ["Value *", "list"]),
+        (lambda: Value(1) / "x", TypeError, ["Value /", "str"]),
+        (lambda: "x" / Value(1), TypeError, ["Value /", "str"]),
+        (lambda: Value(1) + True, TypeError, ["Value +", "bool"]),
+        (lambda: Value(2) ** True, TypeError, ["Value **", "bool"]),
+        (lambda: Value(2) ** "3", TypeError, ["Value **", "str"]),
+        (
+            lambda: Value(2) ** Value(3),
+            TypeError,
+            ["Value **", "numeric exponents", "3.0"],
+        ),
+        (lambda: Value(0).log(), ValueError, ["Value log", "0.0"]),
+        (lambda: Value(-1).log(), ValueError, ["Value log", "-1.0"]),
+        (lambda: Value(1) / 0, ZeroDivisionError, ["Value /", "0.0"]),
+        (lambda: Value(1) / Value(0.0), ZeroDivisionError, ["Value /", "0.0"]),
+        (lambda: 1 / Value(0), ZeroDivisionError, ["Value /", "0.0"]),
+        (lambda: Value(0) ** -1, ZeroDivisionError, ["Value **", "0.0"]),
+        (
+            lambda: Value(-8) ** (1 / 3),
+            ValueError,
+            ["Value **", "-8.0", "negative base"],
+        ),
+        (
+            lambda: Value(-2) ** 0.5,
+            ValueError,
+            ["Value **", "-2.0", "integer exponent"],
+        ),
+        (lambda: Value(1000).exp(), OverflowError, ["Value exp", "1000.0"]),
+        (lambda: Value(10) ** 400, OverflowError, ["Value **", "10.0", "400.0"]),
+    ],
+    ids=lambda p: None,
+)
 def test_bad_input_raises_a_clear_error(make, error, words):
     with pytest.raises(error) as info:
         make()

@@ -17,14 +17,25 @@ def test_shapes_labels_and_determinism():
     np.testing.assert_array_equal(X, X2)
     np.testing.assert_array_equal(y, y2)
     assert not np.array_equal(X, spirals(40, 3, 0.2, seed=1)[0])
-    assert np.all(np.linalg.norm(X, axis=1) <= 1.0 + 1e-12)  # noise moves the angle only
+    assert np.all(
+        np.linalg.norm(X, axis=1) <= 1.0 + 1e-12
+    )  # noise moves the angle only
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"n_per_class": 0}, r"spirals: n_per_class must be a positive int, got 0"),
-    ({"K": 1}, r"spirals: K must be at least 2, got 1"),
-    ({"noise": -0.1}, r"spirals: noise must be a number >= 0, got -0.1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (
+            {"n_per_class": 0},
+            r"spirals: n_per_class must be a positive int, got 0",
+        ),
+        (
+            {"n_classes": 1},
+            r"spirals: n_classes must be an int of at least 2, got 1",
+        ),
+        ({"noise": -0.1}, r"spirals: noise must be a number >= 0, got -0.1"),
+    ],
+)
 def test_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         spirals(**kwargs)

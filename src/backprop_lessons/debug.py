@@ -29,18 +29,25 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 
 __all__ = [
-    "VANISHING_RATIO", "EXPLODING_RATIO",
-    "GradFlowRow", "GradFlowTable", "gradient_flow_table",
-    "GradRecord", "GradientRecorder",
-    "MemoryReport", "measure_memory",
-    "AnomalyReport", "find_nan_origin",
+    "VANISHING_RATIO",
+    "EXPLODING_RATIO",
+    "GradFlowRow",
+    "GradFlowTable",
+    "gradient_flow_table",
+    "GradRecord",
+    "GradientRecorder",
+    "MemoryReport",
+    "measure_memory",
+    "AnomalyReport",
+    "find_nan_origin",
 ]
 
 # ---------------------------------------------------------------------------
@@ -92,15 +99,21 @@ class GradFlowTable:
 
     def __str__(self) -> str:
         width = max([len("parameter")] + [len(r.name) for r in self.rows])
-        head = (f"{'parameter':<{width}}  {'shape':<12} {'grad norm':>10} "
-                f"{'param norm':>10} {'grad/param':>10}  flag")
+        head = (
+            f"{'parameter':<{width}}  {'shape':<12} {'grad norm':>10} "
+            f"{'param norm':>10} {'grad/param':>10}  flag"
+        )
         lines = [head, "-" * len(head)]
         for r in self.rows:
             shape = "(" + ", ".join(str(s) for s in r.shape) + ")"
-            lines.append(f"{r.name:<{width}}  {shape:<12} {_fmt(r.grad_norm):>10} "
-                         f"{_fmt(r.param_norm):>10} {_fmt(r.ratio):>10}  {r.flag}".rstrip())
-        lines.append(f"flags: VANISHING if grad/param < {self.vanishing_below:.0e}, "
-                     f"EXPLODING if grad/param > {self.exploding_above:.0e}")
+            lines.append(
+                f"{r.name:<{width}}  {shape:<12} {_fmt(r.grad_norm):>10} "
+                f"{_fmt(r.param_norm):>10} {_fmt(r.ratio):>10}  {r.flag}".rstrip()
+            )
+        lines.append(
+            f"flags: VANISHING if grad/param < {self.vanishing_below:.0e}, "
+            f"EXPLODING if grad/param > {self.exploding_above:.0e}"
+        )
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -117,8 +130,13 @@ def _fmt(x: float | None) -> str:
     return f"{x:.2e}"
 
 
-def _flag(grad_norm: float | None, param_norm: float, ratio: float | None,
-          vanishing_below: float, exploding_above: float) -> str:
+def _flag(
+    grad_norm: float | None,
+    param_norm: float,
+    ratio: float | None,
+    vanishing_below: float,
+    exploding_above: float,
+) -> str:
     if grad_norm is None:
         return "NO GRAD"
     if not math.isfinite(grad_norm):
@@ -134,10 +152,13 @@ def _flag(grad_norm: float | None, param_norm: float, ratio: float | None,
     return ""
 
 
-def gradient_flow_table(params: torch.nn.Module | Iterable[tuple[str, torch.Tensor]],
-                        vanishing_below: float = VANISHING_RATIO,
-                        exploding_above: float = EXPLODING_RATIO) -> GradFlowTable:
-    """The gradient-flow table of a module (or of `(name, parameter)` pairs) after backward.
+def gradient_flow_table(
+    params: torch.nn.Module | Iterable[tuple[str, torch.Tensor]],
+    vanishing_below: float = VANISHING_RATIO,
+    exploding_above: float = EXPLODING_RATIO,
+) -> GradFlowTable:
+    """The gradient-flow table of a module (or of `(name, parameter)` pairs)
+    after backward.
 
     Reads each parameter's `.grad`; call it after `loss.backward()`.
     Flags: NO GRAD (`.grad` is None: backward never reached it), NAN/INF,
@@ -145,21 +166,49 @@ def gradient_flow_table(params: torch.nn.Module | Iterable[tuple[str, torch.Tens
     EXPLODING (ratio above `exploding_above`).
     """
     if not 0 < vanishing_below < exploding_above:
-        raise ValueError("gradient_flow_table: expected 0 < vanishing_below < exploding_above, "
-                         f"got vanishing_below={vanishing_below}, exploding_above={exploding_above}")
-    named = params.named_parameters() if isinstance(params, torch.nn.Module) else params
+        raise ValueError(
+            "gradient_flow_table: expected 0 < vanishing_below < "
+            f"exploding_above, got vanishing_below={vanishing_below}, "
+            f"exploding_above={exploding_above}"
+        )
+    is_module = isinstance(params, torch.nn.Module)
+    named = params.named_parameters() if is_module else params
     rows = []
-    for name, p in named:
+    for pair in named:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(
+                "gradient_flow_table: expected a torch.nn.Module or "
+                "(name, parameter) pairs such as model.named_parameters(), "
+                f"got an item of type {type(pair).__name__} (pass "
+                "model.named_parameters(), not model.parameters())"
+            )
+        name, p = pair
         if not isinstance(p, torch.Tensor):
-            raise TypeError(f"gradient_flow_table: expected (name, tensor) pairs, got {name!r} -> "
-                            f"{type(p).__name__}")
+            raise TypeError(
+                "gradient_flow_table: expected (name, tensor) pairs, "
+                f"got {name!r} -> {type(p).__name__}"
+            )
         param_norm = float(p.detach().norm())
         grad_norm = None if p.grad is None else float(p.grad.detach().norm())
         ratio = None
-        if grad_norm is not None and math.isfinite(grad_norm) and param_norm > _ZERO_NORM:
+        if (
+            grad_norm is not None
+            and math.isfinite(grad_norm)
+            and param_norm > _ZERO_NORM
+        ):
             ratio = grad_norm / param_norm
-        rows.append(GradFlowRow(name, tuple(p.shape), grad_norm, param_norm, ratio,
-                                _flag(grad_norm, param_norm, ratio, vanishing_below, exploding_above)))
+        rows.append(
+            GradFlowRow(
+                name,
+                tuple(p.shape),
+                grad_norm,
+                param_norm,
+                ratio,
+                _flag(
+                    grad_norm, param_norm, ratio, vanishing_below, exploding_above
+                ),
+            )
+        )
     if not rows:
         raise ValueError("gradient_flow_table: no parameters given")
     return GradFlowTable(rows, vanishing_below, exploding_above)
@@ -168,6 +217,7 @@ def gradient_flow_table(params: torch.nn.Module | Iterable[tuple[str, torch.Tens
 # ---------------------------------------------------------------------------
 # Backward hooks
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GradRecord:
@@ -207,43 +257,65 @@ class GradientRecorder:
 
     # -- registering -------------------------------------------------------
     def watch(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
-        """Hook `tensor`: its gradient is recorded under `name`. Returns the tensor."""
+        """Hook `tensor`: its gradient is recorded under `name`. Returns the
+        tensor."""
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"GradientRecorder.watch({name!r}): expected a tensor, "
-                            f"got {type(tensor).__name__}")
+            raise TypeError(
+                f"GradientRecorder.watch({name!r}): expected a tensor, "
+                f"got {type(tensor).__name__}"
+            )
         if not tensor.requires_grad:
-            raise ValueError(f"GradientRecorder.watch({name!r}): the tensor does not require grad, "
-                             "so backward never computes a gradient for it")
+            raise ValueError(
+                f"GradientRecorder.watch({name!r}): the tensor does not require "
+                "grad, "
+                "so backward never computes a gradient for it"
+            )
         shape = tuple(tensor.shape)
-        self._handles.append(tensor.register_hook(lambda g: self._record(name, shape, g)))
+        self._handles.append(
+            tensor.register_hook(lambda g: self._record(name, shape, g))
+        )
         return tensor
 
     def watch_parameters(self, module: torch.nn.Module) -> None:
-        """Hook every parameter of `module` that requires grad, under its qualified name."""
+        """Hook every parameter of `module` that requires grad, under its
+        qualified name."""
         for name, p in module.named_parameters():
             if p.requires_grad:
                 self.watch(name, p)
 
     def watch_activations(self, module: torch.nn.Module) -> None:
-        """Hook the output of every leaf submodule (e.g. each Linear, Tanh) of `module`.
+        """Hook the output of every leaf submodule (e.g. each Linear, Tanh) of
+        `module`.
 
         Registers forward hooks; the output tensors are hooked when the
         forward runs, so run the forward after this call.
         """
         for name, sub in module.named_modules():
             if name and not any(True for _ in sub.children()):
-                self._handles.append(sub.register_forward_hook(self._activation_hook(f"{name} (out)")))
+                self._handles.append(
+                    sub.register_forward_hook(
+                        self._activation_hook(f"{name} (out)")
+                    )
+                )
 
     def _activation_hook(self, name: str):
         def hook(module, inputs, output):
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 self.watch(name, output)
+
         return hook
 
     def _record(self, name: str, shape: tuple, grad: torch.Tensor) -> None:
         g = grad.detach()
-        self.records.append(GradRecord(name, shape, float(g.norm()),
-                                       int(torch.isnan(g).sum()), int(torch.isinf(g).sum())))
+        self.records.append(
+            GradRecord(
+                name,
+                shape,
+                float(g.norm()),
+                int(torch.isnan(g).sum()),
+                int(torch.isinf(g).sum()),
+            )
+        )
 
     # -- removing ----------------------------------------------------------
     @property
@@ -256,7 +328,7 @@ class GradientRecorder:
         while self._handles:
             self._handles.pop().remove()
 
-    def __enter__(self) -> "GradientRecorder":
+    def __enter__(self) -> GradientRecorder:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -265,21 +337,30 @@ class GradientRecorder:
     # -- reading -----------------------------------------------------------
     @property
     def first_nonfinite(self) -> GradRecord | None:
-        """The first record (closest to the loss) whose gradient holds NaN or Inf."""
+        """The first record (closest to the loss) whose gradient holds NaN or
+        Inf."""
         return next((r for r in self.records if not r.finite), None)
 
     def __str__(self) -> str:
         width = max([len("tensor")] + [len(r.name) for r in self.records])
-        head = f"{'#':>3}  {'tensor':<{width}}  {'shape':<12} {'grad norm':>10} {'NaN':>5} {'Inf':>5}"
+        head = (
+            f"{'#':>3}  {'tensor':<{width}}  {'shape':<12} {'grad norm':>10} "
+            f"{'NaN':>5} {'Inf':>5}"
+        )
         lines = [head, "-" * len(head)]
         for i, r in enumerate(self.records):
             shape = "(" + ", ".join(str(s) for s in r.shape) + ")"
-            lines.append(f"{i:>3}  {r.name:<{width}}  {shape:<12} {_fmt(r.norm):>10} "
-                         f"{r.n_nan:>5} {r.n_inf:>5}")
+            lines.append(
+                f"{i:>3}  {r.name:<{width}}  {shape:<12} {_fmt(r.norm):>10} "
+                f"{r.n_nan:>5} {r.n_inf:>5}"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"GradientRecorder({len(self.records)} records, {self.active_hooks} active hooks)"
+        return (
+            f"GradientRecorder({len(self.records)} records, "
+            f"{self.active_hooks} active hooks)"
+        )
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
@@ -289,9 +370,11 @@ class GradientRecorder:
 # Memory on CPU
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class MemoryReport:
-    """Bytes of tensor storage allocated by PyTorch's CPU allocator while a function ran.
+    """Bytes of tensor storage allocated by PyTorch's CPU allocator while a
+    function ran.
 
     peak_bytes: the most that was live at any moment, counting only blocks
         allocated during the call;
@@ -306,8 +389,11 @@ class MemoryReport:
     result: Any = field(default=None, repr=False)
 
     def __str__(self) -> str:
-        return (f"peak {self.peak_bytes:,} bytes, retained {self.retained_bytes:,} bytes, "
-                f"{self.allocations} allocations")
+        return (
+            f"peak {self.peak_bytes:,} bytes, "
+            f"retained {self.retained_bytes:,} bytes, "
+            f"{self.allocations} allocations"
+        )
 
 
 @contextmanager
@@ -331,7 +417,8 @@ def _quiet_native_stderr():
         python_uses_fd = False
     if python_uses_fd:  # a plain terminal: give Python a copy of the real stderr
         python_stderr.flush()
-        sys.stderr = open(saved, "w", buffering=1, closefd=False)
+        # not a `with` block: sys.stderr keeps it until the finally below
+        sys.stderr = open(saved, "w", buffering=1, closefd=False)  # noqa: SIM115
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, fd)
@@ -353,8 +440,9 @@ def measure_memory(fn: Callable, *args, **kwargs) -> MemoryReport:
     size. We replay them in time order, counting only blocks allocated
     during the call (frees of older blocks are ignored), and keep the
     maximum. Native (C-level) stderr is silenced during the call, because
-    the profiler logs timestamped lines there. This counts tensor storage (activations, saved tensors,
-    gradients, temporaries); it does not count Python objects or memory a
+    the profiler logs timestamped lines there. This counts tensor storage
+    (activations, saved tensors, gradients, temporaries); it does not count
+    Python objects or memory a
     library (e.g. a BLAS) allocates for itself. For a deterministic
     computation the numbers are exact and repeat from run to run.
 
@@ -370,8 +458,17 @@ def measure_memory(fn: Callable, *args, **kwargs) -> MemoryReport:
     while stack:
         event = stack.pop()
         stack.extend(event.children)
-        if event.typed[0] == _EventType.Allocation and event.typed[1].device.type == "cpu":
-            events.append((event.start_time_ns, event.typed[1].ptr, event.typed[1].alloc_size))
+        if (
+            event.typed[0] == _EventType.Allocation
+            and event.typed[1].device.type == "cpu"
+        ):
+            events.append(
+                (
+                    event.start_time_ns,
+                    event.typed[1].ptr,
+                    event.typed[1].alloc_size,
+                )
+            )
     events.sort(key=lambda e: e[0])
     live: dict[int, int] = {}
     current = peak = count = 0
@@ -389,6 +486,7 @@ def measure_memory(fn: Callable, *args, **kwargs) -> MemoryReport:
 # ---------------------------------------------------------------------------
 # NaN hunting
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class AnomalyReport:
@@ -408,13 +506,17 @@ class AnomalyReport:
     forward_line: str
 
     def __str__(self) -> str:
-        return (f"error:           {self.error}\n"
-                f"backward node:   {self.backward_node}\n"
-                f"created in:      {self.forward_function}()\n"
-                f"by the line:     {self.forward_line}")
+        return (
+            f"error:           {self.error}\n"
+            f"backward node:   {self.backward_node}\n"
+            f"created in:      {self.forward_function}()\n"
+            f"by the line:     {self.forward_line}"
+        )
 
 
-_FRAME = re.compile(r'File "[^"]*", line \d+, in (?P<func>[^\n]+)\n\s+(?P<code>[^\n]+)')
+_FRAME = re.compile(
+    r'File "[^"]*", line \d+, in (?P<func>[^\n]+)\n\s+(?P<code>[^\n]+)'
+)
 
 
 def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
@@ -425,6 +527,10 @@ def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
     whole Python stack, which change between machines; the report keeps
     only the node's name and the innermost forward frame.
     """
+    if not callable(fn):
+        raise TypeError(
+            f"find_nan_origin: fn must be callable, got {type(fn).__name__}"
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -432,6 +538,8 @@ def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
                 fn(*args, **kwargs)
         except RuntimeError as e:
             error = str(e).strip().splitlines()[0]
+            if "Function '" not in error:  # not anomaly mode's NaN report
+                raise
         else:
             return None
     node = re.search(r"Function '(\w+)'", error)

@@ -1,7 +1,9 @@
-"""A deep, square MLP with a hand-written backward: the vanishing-gradient experiment.
+"""A deep, square MLP with a hand-written backward: the vanishing-gradient
+experiment.
 
-    H0 = X;  for l = 1..L:  Z_l = H_{l-1} W_l + b_l,  H_l = act(Z_l)   (+ H_{l-1} if residual)
-    logits = H_L W_out + b_out;  loss = mean cross-entropy
+    H0 = X;  for l = 1..depth:  Z_l = H_{l-1} W_l + b_l,  H_l = act(Z_l)
+                                (+ H_{l-1} if residual)
+    logits = H_depth W_out + b_out;  loss = mean cross-entropy
 
 Every hidden layer has the same width n (the input too), so depth is the only
 thing that changes between experiments.  `layer_gradient_norms` returns the
@@ -10,56 +12,82 @@ with sigmoid, each layer down multiplies the backward signal by
 sigmoid'(Z) <= 1/4 (times the weights' gain), so the norms fall
 geometrically toward the input; with ReLU and He initialisation they do not.
 
-Shape legend: B batch, n width, K classes, L depth.  NumPy only.
+Shape legend: B batch, n width, n_classes classes; `depth` hidden layers.
+NumPy and the shared array formulas of `numerics`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .mlp3 import log_softmax, one_hot, sigmoid
+from .numerics import log_softmax, one_hot, positive_int, sigmoid
 
-__all__ = ["DeepMLP", "ACTIVATIONS", "INITS", "layer_gradient_norms", "per_layer_ratio"]
+__all__ = [
+    "DeepMLP",
+    "ACTIVATIONS",
+    "INITS",
+    "layer_gradient_norms",
+    "per_layer_ratio",
+]
 
 
-# Each activation with its derivative written in terms of its *output* H, so the
-# cache keeps only H (Z is never needed again).
+# Each activation with its derivative written in terms of its *output* H, so
+# the cache keeps only H (Z is never needed again).
 ACTIVATIONS = {
-    "sigmoid": (sigmoid, lambda H: H * (1 - H)),  # sigma' = sigma (1 - sigma) <= 1/4
-    "tanh": (np.tanh, lambda H: 1 - H * H),  # tanh' = 1 - tanh^2 <= 1
-    # relu' is 1 where the unit is on, 0 where it is off (and 0 at the kink, as in PyTorch)
+    # sigma' = sigma (1 - sigma) <= 1/4
+    "sigmoid": (sigmoid, lambda H: H * (1 - H)),
+    # tanh' = 1 - tanh^2 <= 1
+    "tanh": (np.tanh, lambda H: 1 - H * H),
+    # relu' is 1 where the unit is on, 0 where it is off (and 0 at the kink,
+    # as in PyTorch)
     "relu": (lambda Z: np.maximum(Z, 0), lambda H: (H > 0).astype(H.dtype)),
 }
 
 # Standard deviation of a weight as a function of (fan_in, fan_out).
 INITS = {
-    "xavier": lambda fan_in, fan_out: np.sqrt(2.0 / (fan_in + fan_out)),  # Glorot & Bengio 2010
-    "he": lambda fan_in, fan_out: np.sqrt(2.0 / fan_in),  # He et al. 2015, for ReLU
+    # Glorot & Bengio 2010
+    "xavier": lambda fan_in, fan_out: np.sqrt(2.0 / (fan_in + fan_out)),
+    # He et al. 2015, for ReLU
+    "he": lambda fan_in, fan_out: np.sqrt(2.0 / fan_in),
 }
 
 
 class DeepMLP:
-    """L hidden layers of width n with one activation, then a linear layer to K logits.
+    """`depth` hidden layers of width n with one activation, then a linear
+    layer to n_classes logits.
 
     `residual=True` adds each hidden layer's input to its output
     (H_l = H_{l-1} + act(Z_l)), giving the gradient an identity path around
-    every activation.  Parameters: W1..WL (n, n), b1..bL (n,), W_out (n, K),
-    b_out (K,); biases start at 0, weights as N(0, std^2) with the std of `init`.
+    every activation.  Parameters: W_l (n, n) and b_l (n,) for
+    l = 1..depth, W_out (n, n_classes), b_out (n_classes,); biases start at
+    0, weights as N(0, std^2) with the std of `init`.
     """
 
-    def __init__(self, width: int, depth: int, K: int = 10, activation: str = "sigmoid",
-                 init: str = "xavier", residual: bool = False, seed: int = 0):
-        for name, v in (("width", width), ("depth", depth), ("K", K)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"DeepMLP: {name} must be a positive int, got {v!r}")
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        n_classes: int = 10,
+        activation: str = "sigmoid",
+        init: str = "xavier",
+        residual: bool = False,
+        seed: int = 0,
+    ):
+        self.width = positive_int("DeepMLP", "width", width)
+        self.depth = positive_int("DeepMLP", "depth", depth)
+        self.n_classes = positive_int("DeepMLP", "n_classes", n_classes)
         if activation not in ACTIVATIONS:
-            raise ValueError(f"DeepMLP: activation must be one of {sorted(ACTIVATIONS)}, "
-                             f"got {activation!r}")
+            raise ValueError(
+                f"DeepMLP: activation must be one of {sorted(ACTIVATIONS)}, "
+                f"got {activation!r}"
+            )
         if init not in INITS:
-            raise ValueError(f"DeepMLP: init must be one of {sorted(INITS)}, got {init!r}")
-        self.width, self.depth, self.K = int(width), int(depth), int(K)
-        self.activation, self.init, self.residual = activation, init, bool(residual)
-        rng = np.random.default_rng(seed)
+            raise ValueError(
+                f"DeepMLP: init must be one of {sorted(INITS)}, got {init!r}"
+            )
+        self.activation, self.init = activation, init
+        self.residual = bool(residual)
+        rng = np.random.default_rng(positive_int("DeepMLP", "seed", seed, 0))
         self.params: dict[str, np.ndarray] = {}
         for name, shape in self.param_shapes().items():
             if name.startswith("W"):
@@ -74,38 +102,45 @@ class DeepMLP:
         n, shapes = self.width, {}
         for l in range(1, self.depth + 1):
             shapes[f"W{l}"], shapes[f"b{l}"] = (n, n), (n,)
-        shapes["W_out"], shapes["b_out"] = (n, self.K), (self.K,)
+        shapes["W_out"], shapes["b_out"] = (n, self.n_classes), (self.n_classes,)
         return shapes
 
     def __repr__(self) -> str:
-        return (f"DeepMLP(width={self.width}, depth={self.depth}, K={self.K}, "
-                f"activation={self.activation!r}, init={self.init!r}, residual={self.residual})")
+        return (
+            f"DeepMLP(width={self.width}, depth={self.depth}, "
+            f"n_classes={self.n_classes}, "
+            f"activation={self.activation!r}, init={self.init!r}, "
+            f"residual={self.residual})"
+        )
 
     def forward(self, X) -> np.ndarray:
-        """Class probabilities (B, K) for X (B, n); caches every hidden output."""
+        """Class probabilities (B, n_classes) for X (B, n); caches every hidden
+        output."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.width or X.shape[0] == 0:
-            raise ValueError(f"DeepMLP.forward: X must have shape (B, {self.width}) with B >= 1, "
-                             f"got {X.shape}")
+            raise ValueError(
+                f"DeepMLP.forward: X must have shape (B, {self.width}) "
+                f"with B >= 1, got {X.shape}"
+            )
         act, _ = ACTIVATIONS[self.activation]
-        p, H = self.params, X             # (B, n)
-        Hs, As = [X], []                  # H_0..H_L and act(Z_1)..act(Z_L)
+        p, H = self.params, X  # (B, n)
+        Hs, As = [X], []  # H_0..H_L and act(Z_1)..act(Z_L)
         for l in range(1, self.depth + 1):
             A = act(H @ p[f"W{l}"] + p[f"b{l}"])  # (B, n)
             H = H + A if self.residual else A  # (B, n)
             Hs.append(H)
             As.append(A)
-        logP = log_softmax(H @ p["W_out"] + p["b_out"])  # (B, K)
-        self.cache = {"Hs": Hs, "As": As, "logP": logP}
-        return np.exp(logP)               # (B, K)
+        log_Y_hat = log_softmax(H @ p["W_out"] + p["b_out"])  # (B, n_classes)
+        self.cache = {"Hs": Hs, "As": As, "log_Y_hat": log_Y_hat}
+        return np.exp(log_Y_hat)  # (B, n_classes)
 
     def loss(self, y) -> float:
         """Mean cross-entropy of the cached batch for integer labels y (B,)."""
         if self.cache is None:
             raise RuntimeError("DeepMLP.loss: call forward(X) first")
-        logP = self.cache["logP"]         # (B, K)
-        Y = one_hot(y, self.K)            # (B, K)
-        return float(-(Y * logP).sum() / logP.shape[0])
+        log_Y_hat = self.cache["log_Y_hat"]  # (B, n_classes)
+        Y = one_hot(y, self.n_classes)  # (B, n_classes)
+        return float(-(Y * log_Y_hat).sum() / log_Y_hat.shape[0])
 
     def backward(self, y) -> dict[str, np.ndarray]:
         """Gradients of the mean cross-entropy for integer labels y (B,),
@@ -117,42 +152,56 @@ class DeepMLP:
         B = Hs[0].shape[0]
         y = np.asarray(y)
         if y.shape != (B,):
-            raise ValueError(f"DeepMLP.backward: need {B} integer labels, "
-                             f"got shape {y.shape}")
-        # (B, K)  dL/dlogits
-        delta = (np.exp(self.cache["logP"]) - one_hot(y, self.K)) / B
-        grads = {"W_out": Hs[-1].T @ delta,  # (n, K)
-                 "b_out": delta.sum(axis=0)}  # (K,)
-        dH = delta @ p["W_out"].T         # (B, n)  dL/dH_L
+            raise ValueError(
+                f"DeepMLP.backward: need {B} integer labels, got shape {y.shape}"
+            )
+        Y_hat, Y = (
+            np.exp(self.cache["log_Y_hat"]),
+            one_hot(y, self.n_classes),
+        )  # (B, n_classes) each
+        delta = (Y_hat - Y) / B  # (B, n_classes) dL/dlogits
+        grads = {}
+        grads["W_out"] = Hs[-1].T @ delta  # (n, n_classes)
+        grads["b_out"] = delta.sum(axis=0)  # (n_classes,)
+        dH = delta @ p["W_out"].T  # (B, n) dL/dH_L
         for l in range(self.depth, 0, -1):
-            dZ = dH * act_grad(As[l - 1]) # (B, n)  dL/dZ_l
+            dZ = dH * act_grad(As[l - 1])  # (B, n) dL/dZ_l
             grads[f"W{l}"] = Hs[l - 1].T @ dZ  # (n, n)
             grads[f"b{l}"] = dZ.sum(axis=0)  # (n,)
-            dH_below = dZ @ p[f"W{l}"].T  # (B, n)  through the layer
-            # (B, n)  plus the identity path
+            dH_below = dZ @ p[f"W{l}"].T  # (B, n) through the layer
+            # plus the identity path around the layer, if residual
             dH = dH + dH_below if self.residual else dH_below
         return {name: grads[name] for name in self.params}  # input-side order
 
 
-def layer_gradient_norms(depth: int = 20, width: int = 64, activation: str = "sigmoid",
-                         init: str = "xavier", residual: bool = False, batch: int = 128,
-                         K: int = 10, seed: int = 0) -> np.ndarray:
-    """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side first.
+def layer_gradient_norms(
+    depth: int = 20,
+    width: int = 64,
+    activation: str = "sigmoid",
+    init: str = "xavier",
+    residual: bool = False,
+    batch: int = 128,
+    n_classes: int = 10,
+    seed: int = 0,
+) -> np.ndarray:
+    """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side
+    first.
 
     One forward and backward pass of a freshly initialised `DeepMLP` on a
     batch of standard-normal inputs with random labels (all from `seed`).
     """
-    model = DeepMLP(width, depth, K, activation, init, residual, seed)
+    model = DeepMLP(width, depth, n_classes, activation, init, residual, seed)
     rng = np.random.default_rng(seed + 1)
     X = rng.standard_normal((batch, width))  # (B, n)
-    y = rng.integers(0, K, size=batch)    # (B,)
+    y = rng.integers(0, n_classes, size=batch)  # (B,)
     model.forward(X)
     grads = model.backward(y)
     return np.array([np.linalg.norm(grads[f"W{l}"]) for l in range(1, depth + 1)])
 
 
 def per_layer_ratio(norms) -> float:
-    """The factor by which the gradient norm changes per layer toward the input.
+    """The factor by which the gradient norm changes per layer toward the
+    input.
 
     Fitted as exp(-slope) of a least-squares line through log(norm) against
     the layer index (input side first): 0.25 means each layer down keeps a
@@ -160,7 +209,9 @@ def per_layer_ratio(norms) -> float:
     """
     norms = np.asarray(norms, dtype=np.float64)
     if norms.ndim != 1 or norms.size < 2 or np.any(norms <= 0):
-        raise ValueError("per_layer_ratio: need at least 2 positive norms in a 1-D array, "
-                         f"got {norms!r}")
+        raise ValueError(
+            "per_layer_ratio: need at least 2 positive norms in a 1-D array, "
+            f"got {norms!r}"
+        )
     slope = np.polyfit(np.arange(norms.size), np.log(norms), 1)[0]
     return float(np.exp(-slope))

@@ -1,4 +1,5 @@
-"""Data-parallel backward on `torch.distributed` itself: local worker processes, gloo, 127.0.0.1.
+"""Data-parallel backward on `torch.distributed` itself: local worker processes,
+gloo, 127.0.0.1.
 
 A comparison module, like `gradcheck`: it imports torch, and no engine
 imports it.  It holds two kinds of things (chapter 8):
@@ -39,26 +40,45 @@ import queue as queue_module
 import socket
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["WorkerError", "free_port", "run_workers", "to_numpy", "shard",
-           "make_mlp", "mse_loss", "full_batch_gradients",
-           "allreduce_gradients", "ddp_gradients", "ddp_bucket_log", "gpt_data_parallel_gradients",
-           "run_tasks", "worker_info", "fail_on_rank"]
+__all__ = [
+    "WorkerError",
+    "free_port",
+    "run_workers",
+    "to_numpy",
+    "shard",
+    "make_mlp",
+    "mse_loss",
+    "full_batch_gradients",
+    "allreduce_gradients",
+    "ddp_gradients",
+    "ddp_bucket_log",
+    "gpt_data_parallel_gradients",
+    "run_tasks",
+    "worker_info",
+]
 
 HOST = "127.0.0.1"
 BACKEND = "gloo"
-# Thread counts for the libraries a worker loads: N workers on N cores, one thread each.
-_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# Thread counts for the libraries a worker loads: N workers on N cores, one thread
+# each.
+_WORKER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
 
 
 class WorkerError(RuntimeError):
-    """A rank raised (or died); `rank` says which, `worker_traceback` holds its traceback text."""
+    """A rank raised (or died); `rank` says which, `worker_traceback` holds its
+    traceback text."""
 
     def __init__(self, message: str, rank: int, worker_traceback: str = ""):
         super().__init__(message)
@@ -69,6 +89,7 @@ class WorkerError(RuntimeError):
 # ---------------------------------------------------------------------------
 # The launcher
 # ---------------------------------------------------------------------------
+
 
 def free_port(host: str = HOST) -> int:
     """A TCP port that is free right now: bind to port 0 and the OS picks one.
@@ -82,7 +103,8 @@ def free_port(host: str = HOST) -> int:
 
 
 def to_numpy(obj: Any) -> Any:
-    """`obj` with every tensor replaced by a NumPy copy (through dicts, lists and tuples)."""
+    """`obj` with every tensor replaced by a NumPy copy (through dicts, lists and
+    tuples)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().numpy().copy()
     if isinstance(obj, dict):
@@ -92,19 +114,30 @@ def to_numpy(obj: Any) -> Any:
     return obj
 
 
-def _worker_main(rank: int, world_size: int, port: int, timeout: float,
-                 fn: Callable, args: tuple, results) -> None:
+def _worker_main(
+    rank: int,
+    world_size: int,
+    port: int,
+    timeout: float,
+    fn: Callable,
+    args: tuple,
+    results,
+) -> None:
     """Body of every worker process: join the group, run `fn`, send back
     ("ok" | "error", rank, payload)."""
     torch.set_num_threads(1)
     # for worker_info
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = HOST, str(port)
     try:
-        dist.init_process_group(BACKEND, init_method=f"tcp://{HOST}:{port}",
-                                rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(
+            BACKEND,
+            init_method=f"tcp://{HOST}:{port}",
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout),
+        )
         message = ("ok", rank, to_numpy(fn(rank, world_size, *args)))
-    except BaseException:  # noqa: BLE001 - everything goes back to the caller
+    except BaseException:
         message = ("error", rank, traceback.format_exc())
     try:
         results.put(message)
@@ -120,7 +153,8 @@ def _worker_main(rank: int, world_size: int, port: int, timeout: float,
 
 @contextmanager
 def _environment(**values: str):
-    """Set environment variables for the duration (spawned children inherit them)."""
+    """Set environment variables for the duration (spawned children inherit
+    them)."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -134,11 +168,15 @@ def _environment(**values: str):
 
 
 def _function_name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    module = getattr(fn, "__module__", "?")
+    return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def run_workers(fn: Callable, *args, world_size: int = 2, timeout: float = 60.0) -> list:
-    """Run `fn(rank, world_size, *args)` on `world_size` local processes in one gloo group.
+def run_workers(
+    fn: Callable, *args, world_size: int = 2, timeout: float = 60.0
+) -> list:
+    """Run `fn(rank, world_size, *args)` on `world_size` local processes in one
+    gloo group.
 
     Returns the ranks' return values in rank order, with every tensor turned
     into a NumPy array.  `fn` and `args` are pickled, so `fn` must be a
@@ -148,21 +186,40 @@ def run_workers(fn: Callable, *args, world_size: int = 2, timeout: float = 60.0)
     seconds.  In every case all processes are ended and joined before this
     returns.
     """
-    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
-        raise ValueError(f"run_workers: world_size must be a positive int, got {world_size!r}")
-    if not callable(fn) or getattr(fn, "__name__", "<lambda>") == "<lambda>" \
-            or "<locals>" in getattr(fn, "__qualname__", ""):
-        raise ValueError(f"run_workers: fn must be a module-level function (spawned workers import "
-                         f"it by name), got {fn!r}")
+    if (
+        not isinstance(world_size, int)
+        or isinstance(world_size, bool)
+        or world_size < 1
+    ):
+        raise ValueError(
+            f"run_workers: world_size must be a positive int, got {world_size!r}"
+        )
+    if (
+        not callable(fn)
+        or getattr(fn, "__name__", "<lambda>") == "<lambda>"
+        or "<locals>" in getattr(fn, "__qualname__", "")
+    ):
+        raise ValueError(
+            "run_workers: fn must be a module-level function (spawned workers "
+            "import "
+            f"it by name), got {fn!r}"
+        )
     if not timeout > 0:
-        raise ValueError(f"run_workers: timeout must be positive seconds, got {timeout!r}")
+        raise ValueError(
+            f"run_workers: timeout must be positive seconds, got {timeout!r}"
+        )
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    processes = [ctx.Process(target=_worker_main, name=f"backprop-lessons rank {rank}",
-                             args=(rank, world_size, port, timeout, fn, args, results),
-                             daemon=True)
-                 for rank in range(world_size)]
+    processes = [
+        ctx.Process(
+            target=_worker_main,
+            name=f"backprop-lessons rank {rank}",
+            args=(rank, world_size, port, timeout, fn, args, results),
+            daemon=True,
+        )
+        for rank in range(world_size)
+    ]
     answers: dict[int, Any] = {}
     failed = False
     try:
@@ -174,24 +231,41 @@ def run_workers(fn: Callable, *args, world_size: int = 2, timeout: float = 60.0)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 missing = [r for r in range(world_size) if r not in answers]
-                raise TimeoutError(f"run_workers: ranks {missing} of {world_size} did not finish "
-                                   f"{_function_name(fn)} within {timeout} s")
+                raise TimeoutError(
+                    f"run_workers: ranks {missing} of {world_size} did not "
+                    "finish "
+                    f"{_function_name(fn)} within {timeout} s"
+                )
             try:
                 kind, rank, payload = results.get(timeout=min(remaining, 0.2))
             except queue_module.Empty:
-                dead = [r for r, p in enumerate(processes) if r not in answers and p.exitcode is not None]
+                dead = [
+                    r
+                    for r, p in enumerate(processes)
+                    if r not in answers and p.exitcode is not None
+                ]
                 if not dead:
                     continue
-                try:  # a rank flushes its answer before it exits: read what is still in the pipe
+                # A rank flushes its answer before it exits: read what is
+                # still in the pipe.
+                try:
                     kind, rank, payload = results.get(timeout=1.0)
                 except queue_module.Empty:
                     rank = dead[0]
-                    raise WorkerError(f"run_workers: rank {rank} of {world_size} died with exit code "
-                                      f"{processes[rank].exitcode} while running "
-                                      f"{_function_name(fn)}", rank) from None
+                    raise WorkerError(
+                        f"run_workers: rank {rank} of {world_size} died with "
+                        "exit code "
+                        f"{processes[rank].exitcode} while running "
+                        f"{_function_name(fn)}",
+                        rank,
+                    ) from None
             if kind == "error":
-                raise WorkerError(f"run_workers: rank {rank} of {world_size} raised in "
-                                  f"{_function_name(fn)}:\n{payload}", rank, payload)
+                raise WorkerError(
+                    f"run_workers: rank {rank} of {world_size} raised in "
+                    f"{_function_name(fn)}:\n{payload}",
+                    rank,
+                    payload,
+                )
             answers[rank] = payload
     except BaseException:
         failed = True
@@ -204,7 +278,8 @@ def run_workers(fn: Callable, *args, world_size: int = 2, timeout: float = 60.0)
 
 
 def _end_processes(processes, grace: float) -> None:
-    """Join every process; after `grace` seconds terminate (then kill) the ones still running."""
+    """Join every process; after `grace` seconds terminate (then kill) the ones
+    still running."""
     deadline = time.monotonic() + grace
     for p in processes:
         if p.pid is None:  # never started
@@ -223,21 +298,31 @@ def _end_processes(processes, grace: float) -> None:
 # What the ranks run
 # ---------------------------------------------------------------------------
 
+
 def shard(array: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """Rank `rank`'s contiguous slice of the rows of `array`; every rank gets the same count."""
+    """Rank `rank`'s contiguous slice of the rows of `array`; every rank gets the
+    same count."""
     n = len(array)
     if n % world_size:
-        raise ValueError(f"shard: a batch of {n} rows does not split evenly over {world_size} ranks; "
-                         f"use a batch size divisible by the world size (equal shards make the mean "
-                         f"of the shards' mean losses equal the batch's mean loss)")
+        raise ValueError(
+            f"shard: a batch of {n} rows does not split evenly over {world_size} "
+            "ranks; "
+            "use a batch size divisible by the world size (equal shards make "
+            "the mean "
+            f"of the shards' mean losses equal the batch's mean loss)"
+        )
     size = n // world_size
-    return array[rank * size:(rank + 1) * size]
+    return array[rank * size : (rank + 1) * size]
 
 
 def make_mlp(sizes=(4, 16, 16, 1), seed: int = 0) -> torch.nn.Sequential:
-    """A small float64 tanh MLP, the same weights for the same seed (in any process)."""
+    """A small float64 tanh MLP, the same weights for the same seed (in any
+    process)."""
     if len(sizes) < 2:
-        raise ValueError(f"make_mlp: expected at least an input and an output size, got {sizes}")
+        raise ValueError(
+            "make_mlp: expected at least an input and an output size, got "
+            f"{sizes}"
+        )
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     layers = []
@@ -245,24 +330,35 @@ def make_mlp(sizes=(4, 16, 16, 1), seed: int = 0) -> torch.nn.Sequential:
         layers.append(torch.nn.Linear(fan_in, fan_out, dtype=torch.float64))
         if i < len(sizes) - 2:
             layers.append(torch.nn.Tanh())
-    torch.random.set_rng_state(generator_state)  # leave the caller's random stream alone
+    torch.random.set_rng_state(
+        generator_state
+    )  # leave the caller's random stream alone
     return torch.nn.Sequential(*layers)
 
 
-def mse_loss(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> torch.Tensor:
-    """Mean squared error of `model` on the NumPy batch (x (B, in), y (B, out))."""
-    return torch.nn.functional.mse_loss(model(torch.as_tensor(x)), torch.as_tensor(y))
+def mse_loss(
+    model: torch.nn.Module, x: np.ndarray, y: np.ndarray
+) -> torch.Tensor:
+    """Mean squared error of `model` on the NumPy batch (x (B, in), y (B,
+    out))."""
+    return torch.nn.functional.mse_loss(
+        model(torch.as_tensor(x)), torch.as_tensor(y)
+    )
 
 
-def full_batch_gradients(x: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, np.ndarray]:
-    """The single-process reference: gradients of the mean loss over the whole batch."""
+def full_batch_gradients(
+    x: np.ndarray, y: np.ndarray, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """The single-process reference: gradients of the mean loss over the whole
+    batch."""
     model = make_mlp(seed=seed)
     mse_loss(model, x, y).backward()
     return {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
 
 
-def allreduce_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
-                        seed: int = 0) -> dict[str, torch.Tensor]:
+def allreduce_gradients(
+    rank: int, world_size: int, x: np.ndarray, y: np.ndarray, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """Backward on this rank's shard, then an explicit all_reduce (sum) of
     every gradient / world_size.
 
@@ -270,8 +366,9 @@ def allreduce_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray
     its gradient is the mean of the shards' gradients.
     """
     model = make_mlp(seed=seed)
-    mse_loss(model, shard(x, rank, world_size),
-             shard(y, rank, world_size)).backward()
+    mse_loss(
+        model, shard(x, rank, world_size), shard(y, rank, world_size)
+    ).backward()
     for p in model.parameters():
         # in place: every rank gets the sum
         dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
@@ -279,20 +376,30 @@ def allreduce_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray
     return {name: p.grad for name, p in model.named_parameters()}
 
 
-def ddp_gradients(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
-                  seed: int = 0) -> dict[str, torch.Tensor]:
+def ddp_gradients(
+    rank: int, world_size: int, x: np.ndarray, y: np.ndarray, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """The same gradients through DistributedDataParallel, which averages
     them during backward."""
     model = torch.nn.parallel.DistributedDataParallel(make_mlp(seed=seed))
-    mse_loss(model, shard(x, rank, world_size),
-             shard(y, rank, world_size)).backward()
+    mse_loss(
+        model, shard(x, rank, world_size), shard(y, rank, world_size)
+    ).backward()
     # DDP wraps the model: its parameters are named "module.<name>"
-    return {name.removeprefix("module."): p.grad
-            for name, p in model.named_parameters()}
+    return {
+        name.removeprefix("module."): p.grad
+        for name, p in model.named_parameters()
+    }
 
 
-def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config,
-                                idx: np.ndarray, targets: np.ndarray) -> dict:
+def gpt_data_parallel_gradients(
+    rank: int,
+    world_size: int,
+    params: dict,
+    config,
+    idx: np.ndarray,
+    targets: np.ndarray,
+) -> dict:
     """The chapter 6 NumPy GPT, data-parallel: `gpt_backward` on this rank's
     shard, all-reduced.
 
@@ -300,8 +407,12 @@ def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config
     """
     from .gpt import gpt_backward, gpt_forward
 
-    loss, cache = gpt_forward(params, config, shard(idx, rank, world_size),
-                              shard(targets, rank, world_size))
+    loss, cache = gpt_forward(
+        params,
+        config,
+        shard(idx, rank, world_size),
+        shard(targets, rank, world_size),
+    )
     grads = gpt_backward(params, config, cache)
     reduced = {}
     # the names of PARAMETER_TABLE, in its order on every rank
@@ -314,8 +425,14 @@ def gpt_data_parallel_gradients(rank: int, world_size: int, params: dict, config
     return {"loss": loss_t / world_size, "grads": reduced}
 
 
-def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
-                   cap_bytes: int, seed: int = 0) -> list[list[list[str]]]:
+def ddp_bucket_log(
+    rank: int,
+    world_size: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    cap_bytes: int,
+    seed: int = 0,
+) -> list[list[list[str]]]:
     """The buckets DDP all-reduces in each of two backward passes, in the
     order it launches them.
 
@@ -326,15 +443,19 @@ def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
     model = make_mlp(seed=seed)
     names = {id(p): name for name, p in model.named_parameters()}
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, bucket_cap_mb=cap_bytes / 2**20)
+        model, bucket_cap_mb=cap_bytes / 2**20
+    )
     # per backward: the buckets, in launch order
     iterations: list[list[list[str]]] = []
 
     def record_then_allreduce(state, bucket):
         iterations[-1].append([names[id(p)] for p in bucket.parameters()])
         t = bucket.buffer().div_(world_size)
-        return dist.all_reduce(t, async_op=True).get_future().then(
-            lambda fut: fut.value()[0])
+        return (
+            dist.all_reduce(t, async_op=True)
+            .get_future()
+            .then(lambda fut: fut.value()[0])
+        )
 
     ddp.register_comm_hook(None, record_then_allreduce)
     # the 2nd backward uses the buckets DDP rebuilt from
@@ -342,29 +463,31 @@ def ddp_bucket_log(rank: int, world_size: int, x: np.ndarray, y: np.ndarray,
     for _ in range(2):
         ddp.zero_grad()
         iterations.append([])
-        mse_loss(ddp, shard(x, rank, world_size),
-                 shard(y, rank, world_size)).backward()
+        mse_loss(
+            ddp, shard(x, rank, world_size), shard(y, rank, world_size)
+        ).backward()
     return iterations
 
 
 def worker_info(rank: int, world_size: int) -> dict:
-    """Who this rank is: its rank, the world size, the backend, its process id and the port used."""
-    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
-            "backend": dist.get_backend(), "pid": os.getpid(),
-            "port": int(os.environ["MASTER_PORT"]), "torch_threads": torch.get_num_threads()}
-
-
-def fail_on_rank(rank: int, world_size: int, failing_rank: int = 1) -> int:
-    """Raise a ValueError on `failing_rank`; the other ranks wait in a collective (for tests)."""
-    if rank == failing_rank:
-        raise ValueError(f"fail_on_rank: rank {rank} fails on purpose")
-    dist.barrier()  # the healthy ranks block here until the failure ends them
-    return rank
+    """Who this rank is: its rank, the world size, the backend, its process id and
+    the port used."""
+    return {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        "pid": os.getpid(),
+        "port": int(os.environ["MASTER_PORT"]),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def run_tasks(rank: int, world_size: int, tasks: dict) -> dict:
-    """Run several functions in one launch: tasks maps a name to (fn, args); returns name -> result.
+    """Run several functions in one launch: tasks maps a name to (fn, args);
+    returns name -> result.
 
     Every rank runs the same tasks in the same order (collectives must match).
     """
-    return {name: fn(rank, world_size, *args) for name, (fn, args) in tasks.items()}
+    return {
+        name: fn(rank, world_size, *args) for name, (fn, args) in tasks.items()
+    }

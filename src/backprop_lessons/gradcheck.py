@@ -1,144 +1,225 @@
-"""Numerical gradients and side-by-side comparison tables.
+"""Numerical gradients and check tables: how the book checks every backward.
 
-A comparison module: it checks the engines, and no engine imports it.
-Centered differences, (f(x + eps) - f(x - eps)) / (2 eps), have error
-O(eps^2) from truncation plus O(machine_eps / eps) from rounding, so
-eps = 1e-6 gives about 1e-10 relative accuracy in float64.
+A comparison module: it checks the engines, and no engine imports it except
+`forward_mode`, whose `finite_difference_jacobian` (chapter 3's baseline) is
+`numerical_gradient` applied to a function with several outputs.  PyTorch
+is imported only inside `compare_with_torch`.
+
+Numerical gradients.  `numerical_gradient(f, x)` moves one entry of `x` at
+a time (minitorch's `central_difference` is the model):
+    centered   (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)
+               error O(eps^2) from truncation
+    one-sided  (f(x + eps e_i) - f(x)) / eps
+               error O(eps)
+both plus a rounding error of about machine epsilon * |f| / eps, so centered
+differences with eps = 1e-6 agree with the true gradient to about 1e-10
+relative in float64.  `x` is a list of floats (the scalar form) or a NumPy
+array (the array form, moved in place and restored exactly).
+
+Check tables.  Every comparison is a `CheckTable` of `CheckRow`s with one set
+of fields: name, shape, max_abs_diff, rel_error, tol, passed.  Tolerances go
+per row, chosen by name, never one global number (llm.c found bugs hidden by
+a global tolerance).  The printed table shows each error against its row's
+tolerance, `< 1e-12  PASS` or `3.1e-02 > 1e-06  FAIL`, never the round-off
+digits themselves: those change with the CPU's SIMD kernels, the BLAS and
+the thread count, while the verdict and the tolerance do not.  The raw
+numbers stay available as attributes for code.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
+import numpy as np
+
+from .numerics import real_array
 from .scalar import Value
+from .tensor import Tensor
 
-__all__ = ["numerical_gradient", "relative_error", "GradCheckRow", "GradCheckReport",
-           "check_scalar_gradients"]
-
-
-def numerical_gradient(f: Callable[[list[float]], float], xs: Sequence[float],
-                       eps: float = 1e-6) -> list[float]:
-    """Centered finite-difference gradient of `f` (floats in, float out) at `xs`."""
-    xs = [float(x) for x in xs]
-    grads = []
-    for i in range(len(xs)):
-        plus = xs.copy(); plus[i] += eps
-        minus = xs.copy(); minus[i] -= eps
-        grads.append((f(plus) - f(minus)) / (2 * eps))
-    return grads
-
-
-def relative_error(a: float, b: float, floor: float = 1e-12) -> float:
-    """|a - b| / max(|a|, |b|, floor): 0 when equal, scale free otherwise."""
-    return abs(a - b) / max(abs(a), abs(b), floor)
+__all__ = [
+    "numerical_gradient",
+    "numerical_param_gradients",
+    "relative_error",
+    "CheckRow",
+    "CheckTable",
+    "compare_arrays",
+    "compare_gradients",
+    "check_scalar_gradients",
+    "gradcheck",
+    "compare_with_torch",
+]
 
 
-@dataclass
-class GradCheckRow:
-    name: str
-    analytic: float
-    numeric: float
+# ---- numerical gradients ----------------------------------------------------
 
-    @property
-    def abs_diff(self) -> float:
-        return abs(self.analytic - self.numeric)
-
-    @property
-    def rel_error(self) -> float:
-        return relative_error(self.analytic, self.numeric)
+SCHEMES = ("centered", "one-sided")
 
 
-@dataclass
-class GradCheckReport:
-    """Rows of analytic vs numeric gradients; prints as a table with PASS/FAIL."""
-
-    rows: list[GradCheckRow]
-    tol: float = 1e-6
-    columns: tuple = field(default=("analytic", "numeric"), repr=False)
-
-    @property
-    def max_rel_error(self) -> float:
-        return max((r.rel_error for r in self.rows), default=0.0)
-
-    @property
-    def passed(self) -> bool:
-        return self.max_rel_error < self.tol
-
-    def __str__(self) -> str:
-        head = f"{'input':<8} {self.columns[0]:>14} {self.columns[1]:>14} {'abs diff':>9} {'rel err':>9}  check"
-        lines = [head, "-" * len(head)]
-        for r in self.rows:
-            verdict = "PASS" if r.rel_error < self.tol else "FAIL"
-            lines.append(f"{r.name:<8} {r.analytic:>14.8f} {r.numeric:>14.8f} "
-                         f"{r.abs_diff:>9.1e} {r.rel_error:>9.1e}  {verdict}")
-        lines.append(f"max relative error {self.max_rel_error:.1e} "
-                     f"(tolerance {self.tol:.0e}): {'PASS' if self.passed else 'FAIL'}")
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(str(self))
+def _output(y):
+    """f's value as a float, or as a float64 array when f has several outputs."""
+    if isinstance(y, (list, tuple, np.ndarray)) and np.ndim(y) > 0:
+        return np.asarray(y, dtype=np.float64)
+    return float(y)
 
 
-def check_scalar_gradients(f: Callable[..., Value], xs: Sequence[float],
-                           names: Sequence[str] | None = None, eps: float = 1e-6,
-                           tol: float = 1e-6) -> GradCheckReport:
-    """Compare the engine's gradients of `f(*values)` with centered differences.
+def _f_at(f, x, index, step: float):
+    """f at x with entry `index` moved by `step` (index None: f at x itself).
 
-    `f` takes one `Value` per entry of `xs` and returns a `Value`.
+    A list is copied, so f sees a new list; an array is changed in place, in
+    its own dtype, and restored exactly, so f may read it from elsewhere (a
+    model's parameter dict) and ignore its argument.
     """
-    names = list(names) if names is not None else [f"x{i}" for i in range(len(xs))]
-    if len(names) != len(xs):
-        raise ValueError(f"check_scalar_gradients: {len(names)} names for {len(xs)} inputs")
-    values = [Value(x, label=n) for x, n in zip(xs, names)]
-    f(*values).backward()
-    numeric = numerical_gradient(lambda v: f(*[Value(x) for x in v]).data, xs, eps)
-    rows = [GradCheckRow(n, v.grad, g) for n, v, g in zip(names, values, numeric)]
-    return GradCheckReport(rows, tol)
+    if index is None:
+        return _output(f(x if isinstance(x, np.ndarray) else list(x)))
+    if isinstance(x, np.ndarray):
+        old = x[index]
+        x[index] = old + step
+        try:
+            return _output(f(x))
+        finally:
+            x[index] = old
+    moved = list(x)
+    moved[index] += step
+    return _output(f(moved))
 
 
-# ---- Tensor functions ------------------------------------------------------------
-# Checks for the NumPy engine (`tensor.py`): numerical gradients of whole arrays
-# and a side-by-side run in PyTorch.  A function of tensors with a non-scalar
-# output is reduced to the scalar L = sum(out * dout) with a fixed random
-# `dout` (a random projection), so every entry of the output is checked.
+def numerical_gradient(
+    f: Callable, x, eps: float = 1e-6, scheme: str = "centered"
+):
+    """Every partial derivative of `f` at `x` by finite differences.
 
-import numpy as np  # noqa: E402  (this section was added after the scalar one)
+    Scalar form: `x` is a sequence of numbers, `f` takes a list of floats;
+    returns a list with one derivative per entry.  Array form: `x` is a
+    float NumPy array, `f` takes that array (moved in place one entry at a
+    time, in the array's own dtype, so float32 shows float32 noise); returns
+    a float64 array of x's shape.  When `f` returns several numbers, each
+    entry's derivative is an array of theirs (a column of the Jacobian).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"numerical_gradient: scheme must be one of {SCHEMES}, got {scheme!r}"
+        )
+    if not (isinstance(eps, numbers.Real) and eps > 0):
+        raise ValueError(
+            f"numerical_gradient: eps must be a positive number, got {eps!r}"
+        )
+    if isinstance(x, np.ndarray):
+        if not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(
+                "numerical_gradient: the array form needs a float "
+                f"array (it is moved in place), got dtype {x.dtype}"
+            )
+        indices = list(np.ndindex(x.shape))
+    else:
+        x = [float(v) for v in x]
+        indices = range(len(x))
+    if scheme == "centered":
+        # (f(x + eps e_i) - f(x - eps e_i)) / (2 eps): 2 passes per entry
+        derivatives = [
+            (_f_at(f, x, i, eps) - _f_at(f, x, i, -eps)) / (2 * eps)
+            for i in indices
+        ]
+    else:
+        # (f(x + eps e_i) - f(x)) / eps: 1 pass per entry, plus f(x) once
+        base = _f_at(f, x, None, 0.0)
+        derivatives = [(_f_at(f, x, i, eps) - base) / eps for i in indices]
+    if isinstance(x, np.ndarray):
+        tail = np.shape(derivatives[0]) if derivatives else ()
+        return np.array(derivatives, dtype=np.float64).reshape(x.shape + tail)
+    return [d.tolist() if isinstance(d, np.ndarray) else d for d in derivatives]
 
-from .tensor import Tensor  # noqa: E402
 
-__all__ += ["array_relative_error", "TensorCheckRow", "TensorCheckReport", "gradcheck",
-            "compare_with_torch"]
+def numerical_param_gradients(
+    loss_fn: Callable[[], float], params: dict, eps: float = 1e-6, names=None
+) -> dict:
+    """`numerical_gradient` of `loss_fn()` for every array in `params`, by name.
+
+    `loss_fn` takes no argument and reads the arrays of `params` (a model's
+    parameter dict), which are moved in place one entry at a time and
+    restored exactly.  `names` picks a subset.
+    """
+    names = list(params) if names is None else list(names)
+    for name in names:
+        if name not in params:
+            raise KeyError(
+                "numerical_param_gradients: no parameter named "
+                f"{name!r} (have {list(params)})"
+            )
+    return {
+        name: numerical_gradient(lambda _: loss_fn(), params[name], eps)
+        for name in names
+    }
 
 
-def array_relative_error(a, b, floor: float = 1e-12) -> float:
-    """max|a - b| / max(max|a|, max|b|, floor): the largest difference relative to the
-    arrays' scale (an entry-by-entry ratio would blow up where the gradient is near 0)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+def relative_error(a, b, floor: float = 1e-12) -> float:
+    """max|a - b| / max(max|a|, max|b|, floor), for two numbers or two arrays.
+
+    0 when equal, scale free otherwise.  For arrays it is the largest
+    difference relative to the arrays' scale: an entry-by-entry ratio would
+    blow up where a gradient entry is near 0.
+    """
+    a = real_array("relative_error", "a", a, np.float64)
+    b = real_array("relative_error", "b", b, np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"relative_error: shapes {a.shape} and {b.shape} differ")
     if a.size == 0:
         return 0.0
     scale = max(float(np.abs(a).max()), float(np.abs(b).max()), floor)
     return float(np.abs(a - b).max()) / scale
 
 
-@dataclass
-class TensorCheckRow:
-    """One compared array: its name and shape, how far apart the two versions are, the verdict."""
+# ---- check tables ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One compared tensor: how far apart two versions are, against a tolerance.
+
+    `values` holds the two numbers when the row compares scalars (chapter 1
+    prints them).  A row passes when rel_error < tol.
+    """
 
     name: str
-    shape: tuple
+    shape: tuple | str
     max_abs_diff: float
     rel_error: float
-    passed: bool
+    tol: float
+    values: tuple[float, float] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rel_error < self.tol)
+
+    def __str__(self) -> str:
+        """One line: `name: rel error < 1e-12  PASS` (no round-off digits)."""
+        return (
+            f"{self.name}: rel error {self.error_text()}  "
+            f"{'PASS' if self.passed else 'FAIL'}"
+        )
+
+    def error_text(self) -> str:
+        """The error as printed: the tolerance it stays below, or the error
+        and the tolerance it reached."""
+        if self.passed:
+            return f"< {self.tol:.0e}"
+        return f"{self.rel_error:.1e} > {self.tol:.0e}"
 
 
 @dataclass
-class TensorCheckReport:
-    """Rows of compared arrays; prints as a table with PASS/FAIL per row."""
+class CheckTable:
+    """Rows of compared tensors; prints `name | shape | rel error | check`.
 
-    rows: list[TensorCheckRow]
-    title: str = ""
-    rule: str = ""  # how PASS was decided, printed under the table
+    When every row compares two numbers, their values are printed too, headed
+    by `value_labels`.  A last line counts the rows that FAIL (or says all
+    PASS).  `passed` is True when every row passes.
+    """
+
+    title: str
+    rows: list[CheckRow] = field(default_factory=list)
+    value_labels: tuple[str, str] = ("ours", "reference")
 
     @property
     def passed(self) -> bool:
@@ -148,184 +229,241 @@ class TensorCheckReport:
     def max_rel_error(self) -> float:
         return max((r.rel_error for r in self.rows), default=0.0)
 
-    def __getitem__(self, name: str) -> TensorCheckRow:
+    def __getitem__(self, name: str) -> CheckRow:
         for r in self.rows:
             if r.name == name:
                 return r
-        raise KeyError(f"TensorCheckReport: no row named {name!r}")
+        raise KeyError(
+            f"CheckTable: no row named {name!r} "
+            f"(have {[r.name for r in self.rows]})"
+        )
 
     def __str__(self) -> str:
-        width = max([len("name")] + [len(r.name) for r in self.rows])
-        head = f"{'name':<{width}}  {'shape':<14} {'max abs diff':>12} {'rel error':>10}  check"
+        scalars = bool(self.rows) and all(r.values is not None for r in self.rows)
+        name_w = max([4] + [len(r.name) for r in self.rows])
+        err_w = max([9] + [len(r.error_text()) for r in self.rows])
+        shape_w = max([5] + [len(str(r.shape)) for r in self.rows])
+        if scalars:
+            head = (
+                f"{'name':<{name_w}}  {self.value_labels[0]:>12}  "
+                f"{self.value_labels[1]:>12}  {'rel error':<{err_w}}  check"
+            )
+        else:
+            head = (
+                f"{'name':<{name_w}}  {'shape':<{shape_w}}  "
+                f"{'rel error':<{err_w}}  check"
+            )
         lines = ([self.title] if self.title else []) + [head, "-" * len(head)]
         for r in self.rows:
-            lines.append(f"{r.name:<{width}}  {str(r.shape):<14} {r.max_abs_diff:>12.1e} "
-                         f"{r.rel_error:>10.1e}  {'PASS' if r.passed else 'FAIL'}")
-        if self.rule:
-            lines.append(self.rule)
+            verdict = "PASS" if r.passed else "FAIL"
+            if scalars:
+                lines.append(
+                    f"{r.name:<{name_w}}  {r.values[0]:>12.6f}  "
+                    f"{r.values[1]:>12.6f}  {r.error_text():<{err_w}}  "
+                    f"{verdict}"
+                )
+            else:
+                lines.append(
+                    f"{r.name:<{name_w}}  {str(r.shape):<{shape_w}}  "
+                    f"{r.error_text():<{err_w}}  {verdict}"
+                )
+        failed = sum(not r.passed for r in self.rows)
+        if len(self.rows) != 1:  # one row speaks for itself
+            lines.append(
+                f"{failed} of {len(self.rows)} FAIL"
+                if failed
+                else f"all {len(self.rows)} PASS"
+            )
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
 
 
-def _named_inputs(inputs, names) -> tuple[list[str], list[np.ndarray]]:
-    """(names, float64 arrays) from a dict name -> array or a sequence of arrays/Tensors."""
+def compare_arrays(name: str, ours, reference, tol: float) -> CheckRow:
+    """A CheckRow for two arrays (or numbers) that should be equal up to `tol`.
+
+    Two numbers keep their values in the row (a table of such rows prints
+    them).  A shape mismatch is a failing row (not an exception), so a table
+    always shows every tensor.
+    """
+    a = np.asarray(ours, dtype=np.float64)
+    b = np.asarray(reference, dtype=np.float64)
+    if a.shape != b.shape:
+        return CheckRow(name, f"{a.shape} vs {b.shape}", math.inf, math.inf, tol)
+    diff = float(np.abs(a - b).max()) if a.size else 0.0
+    values = (float(a), float(b)) if a.ndim == 0 else None
+    return CheckRow(name, a.shape, diff, relative_error(a, b), tol, values)
+
+
+def _tolerance(tol, name: str, default: float) -> float:
+    """`tol` itself, or its entry for `name` when it is a dict name -> tol."""
+    if isinstance(tol, dict):
+        return tol.get(name, tol.get("default", default))
+    return tol
+
+
+def compare_gradients(
+    analytic: dict, reference: dict, tol=1e-4, title: str = "", names=None
+) -> CheckTable:
+    """One row per name, matched by name (never by position): `compare_arrays`.
+
+    `tol` is one number or a dict name -> tolerance ("default" for the
+    rest).  A name missing from `reference` is a failing row.
+    """
+    names = list(analytic) if names is None else list(names)
+    rows = []
+    for name in names:
+        limit = _tolerance(tol, name, 1e-4)
+        if name not in reference:
+            shape = np.shape(analytic[name])
+            rows.append(
+                CheckRow(name, f"{shape} vs missing", math.inf, math.inf, limit)
+            )
+        else:
+            rows.append(
+                compare_arrays(name, analytic[name], reference[name], limit)
+            )
+    return CheckTable(title, rows)
+
+
+# ---- scalar functions (the Value engine) ------------------------------------
+
+
+def check_scalar_gradients(
+    f: Callable[..., Value],
+    xs: Sequence[float],
+    names: Sequence[str] | None = None,
+    eps: float = 1e-6,
+    tol: float = 1e-6,
+) -> CheckTable:
+    """The engine's gradients of `f(*values)` next to centered differences.
+
+    `f` takes one `Value` per entry of `xs` and returns a `Value`.  One row
+    per input, showing both numbers.
+    """
+    names = [f"x{i}" for i in range(len(xs))] if names is None else list(names)
+    if len(names) != len(xs):
+        raise ValueError(
+            f"check_scalar_gradients: {len(names)} names for {len(xs)} inputs"
+        )
+    values = [Value(x, label=n) for x, n in zip(xs, names)]
+    f(*values).backward()
+    numeric = numerical_gradient(
+        lambda v: f(*[Value(x) for x in v]).data, xs, eps
+    )
+    rows = [
+        CheckRow(
+            n, (), abs(v.grad - g), relative_error(v.grad, g), tol, (v.grad, g)
+        )
+        for n, v, g in zip(names, values, numeric)
+    ]
+    return CheckTable("", rows, ("analytic", "numeric"))
+
+
+# ---- Tensor functions (the NumPy engine) ------------------------------------
+# A function of tensors with a non-scalar output is reduced to the scalar
+# L = sum(out * dout) with a fixed random `dout` (a random projection), so every
+# entry of the output is checked.
+
+
+def _named_inputs(inputs, names, where: str):
+    """(names, float64 arrays) from a dict name -> array, or from a sequence
+    of arrays or Tensors (named x0, x1, ... unless `names` is given)."""
     if isinstance(inputs, dict):
         names, arrays = list(inputs), list(inputs.values())
     else:
         arrays = list(inputs)
-        names = list(names) if names is not None else [f"x{i}" for i in range(len(arrays))]
+        names = (
+            [f"x{i}" for i in range(len(arrays))]
+            if names is None
+            else list(names)
+        )
     if len(names) != len(arrays):
-        raise ValueError(f"gradcheck: {len(names)} names for {len(arrays)} inputs")
-    arrays = [np.array(a.data if isinstance(a, Tensor) else a, dtype=np.float64) for a in arrays]
+        raise ValueError(f"{where}: {len(names)} names for {len(arrays)} inputs")
+    arrays = [
+        np.array(a.data if isinstance(a, Tensor) else a, dtype=np.float64)
+        for a in arrays
+    ]
     return names, arrays
 
 
 def _projection(shape: tuple, seed: int) -> np.ndarray:
-    """The fixed output weights `dout` of L = sum(out * dout): ones for a scalar, else random."""
+    """The fixed output weights `dout` of L = sum(out * dout): ones for a
+    scalar output, else random."""
     if int(np.prod(shape)) == 1:
         return np.ones(shape)
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-def gradcheck(f, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              names=None, seed: int = 0) -> TensorCheckReport:
-    """Compare the engine's gradients of `f(*tensors)` with centered differences.
+def gradcheck(
+    f, inputs, eps: float = 1e-6, tol=1e-6, names=None, seed: int = 0
+) -> CheckTable:
+    """The engine's gradients of `f(*tensors)` next to centered differences.
 
     `f` takes one Tensor per input and returns a Tensor; `inputs` is a dict
     name -> array or a sequence of arrays (then named x0, x1, ...).  All
     arithmetic is float64 (a float32 difference quotient is mostly noise).
-    An input passes when |analytic - numeric| <= atol + rtol * |numeric|
-    entry by entry (the defaults are those of torch.autograd.gradcheck).
+    One row per input; `tol` is one number or a dict name -> tolerance.
     Costs two forward passes per input entry: use small arrays.
     """
-    names, arrays = _named_inputs(inputs, names)
+    names, arrays = _named_inputs(inputs, names, "gradcheck")
     tensors = [Tensor(a, requires_grad=True) for a in arrays]
     out = f(*tensors)
     dout = _projection(out.shape, seed)
     out.backward(dout)
+
+    def projected_loss(_) -> float:  # reads `arrays`, one of which is being moved
+        return float((f(*[Tensor(a) for a in arrays]).data * dout).sum())
+
     rows = []
-    for i, (name, x) in enumerate(zip(names, arrays)):
-        numeric = np.zeros_like(x)
-        for j in np.ndindex(x.shape):
-            old = x[j]
-            x[j] = old + eps
-            plus = float((f(*[Tensor(a) for a in arrays]).data * dout).sum())
-            x[j] = old - eps
-            minus = float((f(*[Tensor(a) for a in arrays]).data * dout).sum())
-            x[j] = old
-            numeric[j] = (plus - minus) / (2 * eps)
-        analytic = tensors[i].grad if tensors[i].grad is not None else np.zeros_like(x)
-        diff = float(np.abs(analytic - numeric).max()) if x.size else 0.0
-        ok = bool(np.allclose(analytic, numeric, rtol=rtol, atol=atol))
-        rows.append(TensorCheckRow(name, x.shape, diff, array_relative_error(analytic, numeric), ok))
-    return TensorCheckReport(rows, "analytic (backward) vs numeric (centered differences)",
-                             f"PASS: |analytic - numeric| <= {atol:g} + {rtol:g} |numeric| everywhere")
+    for name, x, t in zip(names, arrays, tensors):
+        analytic = t.grad if t.grad is not None else np.zeros_like(x)
+        numeric = numerical_gradient(projected_loss, x, eps)
+        rows.append(
+            compare_arrays(name, analytic, numeric, _tolerance(tol, name, 1e-6))
+        )
+    return CheckTable("backward vs centered differences (float64)", rows)
 
 
-def compare_with_torch(f, inputs, torch_f=None, names=None, tol=1e-12,
-                       seed: int = 0) -> TensorCheckReport:
-    """Run `f` on Tensors and `torch_f` (default: `f`) on torch float64 tensors made from
-    the same arrays; compare the outputs and every input's gradient of sum(out * dout).
+def compare_with_torch(
+    f, inputs, torch_f=None, names=None, tol=1e-12, seed: int = 0
+) -> CheckTable:
+    """Run `f` on Tensors and `torch_f` (default: `f`) on torch float64
+    tensors made from the same arrays; compare the outputs and every input's
+    gradient of sum(out * dout).
 
-    `tol` is the largest relative error (see `array_relative_error`) that passes:
-    one number, or a dict name -> tolerance (rows are named "output" and
-    "grad <input name>"; missing names use 1e-12).  Returns the table.
+    `tol` is the relative error that must not be reached: one number, or a
+    dict name -> tolerance (rows are named "output" and "grad <input name>";
+    missing names use "default", else 1e-12).
     """
     import torch  # only this helper needs PyTorch
 
-    names, arrays = _named_inputs(inputs, names)
+    names, arrays = _named_inputs(inputs, names, "compare_with_torch")
     torch_f = f if torch_f is None else torch_f
     ours = [Tensor(a, requires_grad=True) for a in arrays]
-    theirs = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    theirs = [
+        torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays
+    ]
     out, ref = f(*ours), torch_f(*theirs)
     dout = _projection(out.shape, seed)
     out.backward(dout)
     (ref * torch.from_numpy(dout.reshape(tuple(ref.shape)))).sum().backward()
 
-    def row(name, a, b):
-        b = b.detach().numpy()
-        limit = tol.get(name, 1e-12) if isinstance(tol, dict) else tol
-        if a.shape != b.shape:
-            return TensorCheckRow(name, f"{a.shape}!={b.shape}", float("inf"), float("inf"), False)
-        err = array_relative_error(a, b)
-        diff = float(np.abs(a - b).max()) if a.size else 0.0
-        return TensorCheckRow(name, a.shape, diff, err, err <= limit)
-
-    rows = [row("output", out.data, ref)]
+    rows = [
+        compare_arrays(
+            "output",
+            out.data,
+            ref.detach().numpy(),
+            _tolerance(tol, "output", 1e-12),
+        )
+    ]
     for name, t, r in zip(names, ours, theirs):
         g = t.grad if t.grad is not None else np.zeros(t.shape)
-        rows.append(row(f"grad {name}", g, r.grad if r.grad is not None else torch.zeros(r.shape)))
-    rule = (f"PASS means relative error <= {tol:g}" if not isinstance(tol, dict)
-            else "PASS means relative error <= the tolerance chosen for that name")
-    return TensorCheckReport(rows, "backprop_lessons.tensor vs PyTorch (float64)", rule)
-
-
-# ---- Dictionaries of parameters ---------------------------------------------------
-# Checks for hand-written NumPy models (chapter 5's `mlp3`, `deep_mlp`): the model
-# keeps its parameters in a dict name -> array, and its backward returns a dict
-# of gradients with the same names.  One row per parameter, matched by name.
-
-__all__ += ["numerical_param_gradients", "compare_gradients"]
-
-
-def numerical_param_gradients(loss_fn, params: dict, eps: float = 1e-6,
-                              names=None) -> dict:
-    """Centered differences of `loss_fn()` for every entry of the arrays in
-    `params`.
-
-    `loss_fn` takes no argument and reads the arrays of `params`, which are
-    changed in place one entry at a time (each entry is restored exactly
-    afterwards).  `names` picks a subset of the parameters.  The arithmetic
-    happens in the parameters' own dtype, so float32 shows float32 noise.
-    Costs two calls of `loss_fn` per entry.
-    """
-    names = list(params) if names is None else list(names)
-    grads = {}
-    for name in names:
-        if name not in params:
-            raise KeyError("numerical_param_gradients: no parameter named "
-                           f"{name!r} (have {list(params)})")
-        x = params[name]
-        g = np.zeros(x.shape, dtype=np.float64)
-        for j in np.ndindex(x.shape):
-            old = x[j]
-            x[j] = old + eps
-            plus = float(loss_fn())
-            x[j] = old - eps
-            minus = float(loss_fn())
-            x[j] = old
-            g[j] = (plus - minus) / (2 * eps)
-        grads[name] = g
-    return grads
-
-
-def compare_gradients(analytic: dict, reference: dict, tol=1e-4, title: str = "",
-                      names=None) -> TensorCheckReport:
-    """One row per name: shape, max |analytic - reference|, relative error
-    (`array_relative_error`), PASS when the relative error is <= `tol`.
-
-    `tol` is one number or a dict name -> tolerance.  A name missing from
-    `reference`, or a shape mismatch, is a FAIL row (not an exception), so
-    the table always shows every parameter.
-    """
-    names = list(analytic) if names is None else list(names)
-    rows = []
-    for name in names:
-        limit = tol[name] if isinstance(tol, dict) else tol
-        a = np.asarray(analytic[name], dtype=np.float64)
-        if name not in reference:
-            rows.append(TensorCheckRow(name, a.shape, float("inf"), float("inf"), False))
-            continue
-        b = np.asarray(reference[name], dtype=np.float64)
-        if a.shape != b.shape:
-            rows.append(TensorCheckRow(name, f"{a.shape}!={b.shape}", float("inf"),
-                                       float("inf"), False))
-            continue
-        err = array_relative_error(a, b)
-        diff = float(np.abs(a - b).max()) if a.size else 0.0
-        rows.append(TensorCheckRow(name, a.shape, diff, err, err <= limit))
-    rule = (f"PASS means relative error <= {tol:g}" if not isinstance(tol, dict)
-            else "PASS means relative error <= the tolerance chosen for that name")
-    return TensorCheckReport(rows, title, rule)
+        rg = r.grad.numpy() if r.grad is not None else np.zeros(tuple(r.shape))
+        rows.append(
+            compare_arrays(
+                f"grad {name}", g, rg, _tolerance(tol, f"grad {name}", 1e-12)
+            )
+        )
+    return CheckTable("backprop_lessons.tensor vs PyTorch (float64)", rows)

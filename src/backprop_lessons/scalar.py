@@ -15,6 +15,14 @@ a large graph's run time tracing those cycles.  Here every reference points
 from a node to its inputs, so a graph is freed by reference counting alone.
 Chapter 1 shows both designs side by side; chapter 2 measures the cost.
 
+Local derivatives are taken at forward time and stored as numbers: changing
+a value's `.data` after the forward pass changes neither the outputs nor any
+gradient of the graph already built (PyTorch would raise, see `tensor.py`);
+run the forward pass again to see the new value.  Where PyTorch returns inf
+or nan (log(0), exp(710), 0 ** -1, x / 0) this engine raises an error that
+names the operation: chapter 1 prefers a loud error to a silent inf.  NaN
+inputs propagate as in PyTorch (relu(nan) is nan).
+
 What this module is not: a tensor library (see `tensor.py`) or a fast one.
 It exists to be read.  It imports nothing outside the standard library.
 """
@@ -23,17 +31,22 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
+from collections.abc import Iterable
 
-__all__ = ["Value", "topological_order", "zero_grad"]
+__all__ = ["Value", "topological_order", "zero_grad", "float_sigmoid"]
 
 
-def _as_float(x, op: str) -> float:
-    """Convert a Python/NumPy real number to float, or raise a TypeError naming `op`."""
+def as_float(x, op: str, kind: str = "Value") -> float:
+    """A Python or NumPy real number as a float, or a TypeError naming `op`.
+
+    `kind` names the engine's own number type in the message ("Value" here,
+    "Dual" in `forward_mode`, which shares this check).
+    """
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return float(x)
     raise TypeError(
-        f"Value {op}: expected a Value or a real number, got {type(x).__name__} {x!r}"
+        f"{kind} {op}: expected a {kind} or a real number, "
+        f"got {type(x).__name__} {x!r}"
     )
 
 
@@ -48,10 +61,23 @@ def _pow_local_grad(x: float, k: float) -> float:
     try:
         return k * x ** (k - 1)
     except ZeroDivisionError:  # x = 0, 0 < k < 1: a vertical tangent
-        return math.inf
+        # PyTorch takes x ** -0.5 as 1 / sqrt(x), which is -inf at x = -0.0
+        return math.copysign(math.inf, x) if k == 0.5 else math.inf
     except OverflowError:  # the sign of k x^(k-1); x < 0 only with integer k
         odd = (k - 1) % 2 == 1
         return math.copysign(math.inf, k * (x if odd else 1.0))
+
+
+def float_sigmoid(x: float) -> float:
+    """1 / (1 + e^-x) for a Python float, in two branches so exp never overflows.
+
+    The forward and JVP of sigmoid on scalars (`Value`, `forward_mode`) both
+    use it; `numerics.sigmoid` is the same formula on arrays.
+    """
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)  # < 1
+    return e / (1.0 + e)
 
 
 class Value:
@@ -65,16 +91,27 @@ class Value:
 
     __slots__ = ("data", "grad", "label", "_children", "_local_grads", "_op")
 
-    def __init__(self, data, label: str = "", _children: tuple = (),
-                 _local_grads: tuple = (), _op: str = ""):
+    def __init__(
+        self,
+        data,
+        label: str = "",
+        _children: tuple = (),
+        _local_grads: tuple = (),
+        _op: str = "",
+    ):
         if type(data) is not float:  # fast path: the engine itself passes floats
-            data = _as_float(data, "construction")
+            data = as_float(data, "construction")
+        if type(label) is not str:
+            raise TypeError(
+                "Value: label must be a str, "
+                f"got {type(label).__name__} {label!r}"
+            )
         self.data = data
         self.grad = 0.0
         self.label = label
-        self._children = _children        # the Values this one was computed from
+        self._children = _children  # the Values this one was computed from
         self._local_grads = _local_grads  # d(self)/d(child), one per child
-        self._op = _op                    # the operation's symbol, for drawings
+        self._op = _op  # the operation's symbol, for drawings
 
     def __repr__(self) -> str:
         extra = f", label={self.label!r}" if self.label else ""
@@ -85,49 +122,59 @@ class Value:
     # derivatives of the operation, evaluated at the inputs' data.
 
     def __add__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "+"))
+        other = other if type(other) is Value else Value(as_float(other, "+"))
         # d(a+b)/da = 1, d(a+b)/db = 1: addition passes the gradient through.
         return Value(self.data + other.data, "", (self, other), (1.0, 1.0), "+")
 
     def __mul__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "*"))
+        other = other if type(other) is Value else Value(as_float(other, "*"))
         # d(ab)/da = b, d(ab)/db = a: each side gets the other's value.
-        return Value(self.data * other.data, "", (self, other),
-                     (other.data, self.data), "*")
+        local_grads = (other.data, self.data)
+        return Value(self.data * other.data, "", (self, other), local_grads, "*")
 
     def __pow__(self, k) -> Value:
         if isinstance(k, Value):
             raise TypeError(
                 "Value **: only numeric exponents are supported (int or float), "
-                f"got a Value (data={k.data!r}); write exp(k * log(x)) for x ** Value"
+                f"got a Value (data={k.data!r}); "
+                "write exp(k * log(x)) for x ** Value"
             )
-        k = _as_float(k, "**")
+        k = as_float(k, "**")
         x = self.data
         if x == 0.0 and k < 0:
-            raise ZeroDivisionError(f"Value **: 0.0 ** {k!r} is undefined (division by zero)")
+            raise ZeroDivisionError(
+                f"Value **: 0.0 ** {k!r} is undefined (division by zero)"
+            )
         if x < 0 and not k.is_integer():
             raise ValueError(
                 f"Value **: {x!r} ** {k!r} is not a real number "
                 "(a negative base needs an integer exponent)"
             )
         try:
-            y = x ** k
+            y = x**k
         except OverflowError:
-            raise OverflowError(f"Value **: {x!r} ** {k!r} overflows a float") from None
+            raise OverflowError(
+                f"Value **: {x!r} ** {k!r} overflows a float"
+            ) from None
         return Value(y, "", (self,), (_pow_local_grad(x, k),), f"**{k:g}")
 
     def __neg__(self) -> Value:
         return self * -1.0
 
     def __sub__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "-"))
+        other = other if type(other) is Value else Value(as_float(other, "-"))
         return self + (-other)
 
     def __truediv__(self, other) -> Value:
-        other = other if type(other) is Value else Value(_as_float(other, "/"))
+        other = other if type(other) is Value else Value(as_float(other, "/"))
         if other.data == 0.0:
             raise ZeroDivisionError(f"Value /: division of {self.data!r} by 0.0")
-        return self * other ** -1
+        if math.isinf(1.0 / other.data):  # 1/b overflows for subnormal b
+            raise OverflowError(
+                f"Value /: {self.data!r} / {other.data!r} overflows a float "
+                "(1 / the divisor is larger than the largest float)"
+            )
+        return self * other**-1
 
     def __radd__(self, other) -> Value:
         return self + other
@@ -136,10 +183,10 @@ class Value:
         return self * other
 
     def __rsub__(self, other) -> Value:
-        return Value(_as_float(other, "-")) - self
+        return Value(as_float(other, "-")) - self
 
     def __rtruediv__(self, other) -> Value:
-        return Value(_as_float(other, "/")) / self
+        return Value(as_float(other, "/")) / self
 
     # ---- unary functions -----------------------------------------------------
 
@@ -147,34 +194,75 @@ class Value:
         try:
             e = math.exp(self.data)
         except OverflowError:
-            raise OverflowError(f"Value exp: exp({self.data!r}) overflows a float") from None
+            raise OverflowError(
+                f"Value exp: exp({self.data!r}) overflows a float"
+            ) from None
         return Value(e, "", (self,), (e,), "exp")  # d(e^x)/dx = e^x
 
     def log(self) -> Value:
         x = self.data
         if x <= 0.0:
-            raise ValueError(f"Value log: log is defined for positive numbers, got {x!r}")
-        return Value(math.log(x), "", (self,), (1.0 / x,), "log")  # d(ln x)/dx = 1/x
+            raise ValueError(
+                f"Value log: log is defined for positive numbers, got {x!r}"
+            )
+        # d(ln x)/dx = 1/x
+        return Value(math.log(x), "", (self,), (1.0 / x,), "log")
 
     def relu(self) -> Value:
-        x = self.data
-        # The kink at 0 gets derivative 0, as in PyTorch.
-        return Value(x if x > 0.0 else 0.0, "", (self,), (1.0 if x > 0.0 else 0.0,), "relu")
+        # The kink at 0 gets derivative 0, as in PyTorch; NaN stays NaN (with
+        # slope 1, as PyTorch), so a NaN is never hidden behind a 0.
+        on = not self.data <= 0.0
+        y, slope = (self.data, 1.0) if on else (0.0, 0.0)
+        return Value(y, "", (self,), (slope,), "relu")
 
     def tanh(self) -> Value:
         # math.tanh is exact and never overflows; the textbook formula
         # (e^{2x} - 1) / (e^{2x} + 1) overflows for x around 355.
         t = math.tanh(self.data)
-        return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # d tanh/dx = 1 - tanh^2
+        return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # tanh' = 1 - tanh^2
 
     def sigmoid(self) -> Value:
-        x = self.data
-        if x >= 0.0:  # two branches so that exp never overflows
-            s = 1.0 / (1.0 + math.exp(-x))
-        else:
-            e = math.exp(x)
-            s = e / (1.0 + e)
+        s = float_sigmoid(self.data)
         return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
+
+    # ---- copying and pickling --------------------------------------------------
+
+    def __copy__(self) -> Value:
+        """A shallow copy: a new node with the same inputs (not a new graph)."""
+        v = Value(
+            self.data, self.label, self._children, self._local_grads, self._op
+        )
+        v.grad = self.grad
+        return v
+
+    def __reduce__(self):
+        """Pickle and `copy.deepcopy` without recursion, for graphs of any depth.
+
+        A leaf pickles as its numbers.  A computed value pickles as its graph:
+        the leaves (real `Value`s, so a parameter pickled next to a loss stays
+        one object) and a flat table of the computed nodes in topological
+        order, rebuilt by `_rebuild_graph` in a loop.
+        """
+        if not self._children:
+            return (_rebuild_leaf, (self.data, self.grad, self.label))
+        order = topological_order(self)
+        index = {node: i for i, node in enumerate(order)}
+        leaves = [node for node in order if not node._children]
+        leaf_index = {leaf: i for i, leaf in enumerate(leaves)}
+        table = [
+            (
+                node.data,
+                node.grad,
+                node.label,
+                node._op,
+                tuple(index[c] for c in node._children),
+                node._local_grads,
+            )
+            if node._children
+            else leaf_index[node]
+            for node in order
+        ]
+        return (_rebuild_graph, (leaves, table))
 
     # ---- the backward pass ---------------------------------------------------
 
@@ -198,6 +286,39 @@ class Value:
                 child.grad += local * g  # += : a value used twice gets both parts
 
 
+def _rebuild_leaf(data: float, grad: float, label: str) -> Value:
+    """A leaf `Value` from its pickled numbers (see `Value.__reduce__`)."""
+    v = Value(data, label)
+    v.grad = grad
+    return v
+
+
+def _rebuild_graph(leaves: list, table: list) -> Value:
+    """The graph `Value.__reduce__` flattened: rows in topological order, each
+    a leaf's position in `leaves` or (data, grad, label, op, children, local
+    gradients) with children as row numbers.  Returns the last row (the root)."""
+    nodes: list[Value] = []
+    for row in table:
+        if isinstance(row, int):
+            nodes.append(leaves[row])
+            continue
+        data, grad, label, op, children, local_grads = row
+        v = Value(data, label, tuple(nodes[i] for i in children), local_grads, op)
+        v.grad = grad
+        nodes.append(v)
+    return nodes[-1]
+
+
+def _check_root(op: str, node, name: str = "root") -> None:
+    """A TypeError unless `node` is a graph node: a `Value` (or a `Tensor`,
+    whose engine shares `topological_order`)."""
+    if type(node) is not Value and not hasattr(node, "_children"):
+        raise TypeError(
+            f"{op}: {name} must be a Value, got {type(node).__name__} "
+            f"{node!r:.40}"
+        )
+
+
 def topological_order(root: Value) -> list[Value]:
     """All values `root` depends on, each after all of its inputs; `root` is last.
 
@@ -206,6 +327,7 @@ def topological_order(root: Value) -> list[Value]:
     several paths is listed once.  Inputs are visited left to right, so the
     order equals that of the textbook recursive version.
     """
+    _check_root("topological_order", root)
     order: list[Value] = []
     visited: set[Value] = set()  # Values hash by identity (no __eq__ is defined)
     stack: list[tuple[Value, bool]] = [(root, False)]
@@ -227,4 +349,6 @@ def topological_order(root: Value) -> list[Value]:
 def zero_grad(values: Iterable[Value]) -> None:
     """Set `grad = 0.0` on every given value (call it between training steps)."""
     for v in values:
+        if type(v) is not Value:
+            _check_root("zero_grad", v, "every item of values")
         v.grad = 0.0

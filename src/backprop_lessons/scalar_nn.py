@@ -9,9 +9,11 @@ chapter 6 explains why real frameworks use tensors instead.
 from __future__ import annotations
 
 import math
+import numbers
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
+from .numerics import positive_int
 from .scalar import Value, zero_grad
 
 __all__ = ["Neuron", "Layer", "MLP"]
@@ -19,10 +21,44 @@ __all__ = ["Neuron", "Layer", "MLP"]
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
 
 
-def _check_size(op: str, name: str, n) -> None:
-    """Sizes are positive ints (bool is not a size, though Python calls it an int)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"{op}: {name} must be a positive int, got {n!r}")
+def _check_nonlin(op: str, nonlin) -> None:
+    if nonlin not in _NONLINEARITIES:
+        raise ValueError(
+            f"{op}: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}"
+        )
+
+
+def _check_rng(op: str, rng) -> random.Random:
+    """`rng`, or a fresh random.Random(0) if None."""
+    if rng is None:
+        return random.Random(0)
+    if not isinstance(rng, random.Random):
+        raise TypeError(
+            f"{op}: rng must be a random.Random (e.g. random.Random(42)) or "
+            f"None, got {type(rng).__name__} {rng!r}"
+        )
+    return rng
+
+
+def _check_inputs(op: str, x) -> Sequence:
+    """The inputs as a sequence of Values or real numbers (a NumPy row is
+    fine), or a TypeError naming the first bad entry."""
+    if isinstance(x, (Value, numbers.Real)):
+        x = [x]
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
+        raise TypeError(
+            f"{op}: inputs must be a list of numbers or Values, "
+            f"got {type(x).__name__}"
+        )
+    for xi in x:
+        if not isinstance(xi, Value) and (
+            not isinstance(xi, numbers.Real) or isinstance(xi, bool)
+        ):
+            raise TypeError(
+                f"{op}: every input must be a Value or a real number, "
+                f"got {type(xi).__name__} {xi!r:.40}"
+            )
+    return x
 
 
 class Module:
@@ -42,17 +78,19 @@ class Neuron(Module):
     uses), so activations neither explode nor vanish as width grows.
     """
 
-    def __init__(self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None):
-        _check_size("Neuron", "nin", nin)
-        if nonlin not in _NONLINEARITIES:
-            raise ValueError(f"Neuron: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}")
-        rng = rng or random.Random(0)
+    def __init__(
+        self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None
+    ):
+        nin = positive_int("Neuron", "nin", nin)
+        _check_nonlin("Neuron", nonlin)
+        rng = _check_rng("Neuron", rng)
         bound = 1.0 / math.sqrt(nin)
         self.w = [Value(rng.uniform(-bound, bound)) for _ in range(nin)]
         self.b = Value(0.0)
         self.nonlin = nonlin
 
     def __call__(self, x: Sequence) -> Value:
+        x = _check_inputs("Neuron", x)
         if len(x) != len(self.w):
             raise ValueError(
                 f"Neuron: expected {len(self.w)} inputs, got {len(x)}"
@@ -74,10 +112,15 @@ class Neuron(Module):
 class Layer(Module):
     """`nout` neurons that all read the same `nin` inputs."""
 
-    def __init__(self, nin: int, nout: int, nonlin: str = "tanh",
-                 rng: random.Random | None = None):
-        _check_size("Layer", "nout", nout)
-        rng = rng or random.Random(0)
+    def __init__(
+        self,
+        nin: int,
+        nout: int,
+        nonlin: str = "tanh",
+        rng: random.Random | None = None,
+    ):
+        nout = positive_int("Layer", "nout", nout)
+        rng = _check_rng("Layer", rng)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
     def __call__(self, x: Sequence) -> list[Value]:
@@ -99,17 +142,32 @@ class MLP(Module):
     single Value when the last layer has one neuron.
     """
 
-    def __init__(self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0):
+    def __init__(
+        self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0
+    ):
+        if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence):
+            raise TypeError(
+                "MLP: nouts must be a list of layer sizes such as [16, 1], "
+                f"got {type(nouts).__name__} {nouts!r}"
+            )
         if len(nouts) == 0:
-            raise ValueError("MLP: nouts must list at least one layer size, got []")
-        for n in nouts:
-            _check_size("MLP", "every layer size", n)
-        rng = random.Random(seed)
-        sizes = [nin] + list(nouts)
-        self.layers = [
-            Layer(sizes[i], sizes[i + 1], nonlin if i < len(nouts) - 1 else "linear", rng)
-            for i in range(len(nouts))
+            raise ValueError(
+                "MLP: nouts must list at least one layer size, got []"
+            )
+        _check_nonlin("MLP", nonlin)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            seed = positive_int("MLP", "seed", seed, minimum=0)
+        sizes = [positive_int("MLP", "nin", nin)] + [
+            positive_int("MLP", "every layer size", n) for n in nouts
         ]
+        rng = random.Random(seed)
+        self.layers = []
+        for i in range(len(nouts)):
+            last = i == len(nouts) - 1
+            layer = Layer(
+                sizes[i], sizes[i + 1], "linear" if last else nonlin, rng
+            )
+            self.layers.append(layer)
 
     def __call__(self, x: Sequence):
         for layer in self.layers:
@@ -120,5 +178,7 @@ class MLP(Module):
         return [p for layer in self.layers for p in layer.parameters()]
 
     def __repr__(self) -> str:
-        sizes = [len(self.layers[0].neurons[0].w)] + [len(l.neurons) for l in self.layers]
-        return f"MLP({' -> '.join(map(str, sizes))}, {len(self.parameters())} parameters)"
+        sizes = [len(self.layers[0].neurons[0].w)]
+        sizes += [len(layer.neurons) for layer in self.layers]
+        arrows = " -> ".join(map(str, sizes))
+        return f"MLP({arrows}, {len(self.parameters())} parameters)"

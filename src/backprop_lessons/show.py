@@ -1,15 +1,33 @@
-"""Show the package's real source in a notebook, so the text never drifts from the code."""
+"""Show the package's real source in a notebook, so the text never drifts from the
+code."""
 
 from __future__ import annotations
 
+import html
 import inspect
+import re
 import textwrap
 
 __all__ = ["show_source"]
 
 
+#: Pygments style of the highlighted HTML: accessible-pygments' high-contrast
+#: light style, every token at least 6.7:1 against its background (WCAG AA
+#: asks 4.5:1); the book uses it too, with its dark twin in dark mode.
+STYLE = "a11y-high-contrast-light"
+
+
 class Source:
-    """Source text that renders highlighted in Jupyter and as plain text elsewhere."""
+    """Source text that renders highlighted in Jupyter and as plain text
+    elsewhere.
+
+    The HTML carries each token's colour twice: as a Pygments class (`k`,
+    `nf`, ...) inside a `highlight` block, which the rendered book styles
+    with its own light and dark code colours (book/_ext/reading.py removes
+    the inline styles there), and as an inline style on a light background,
+    which Jupyter and Colab keep even in untrusted notebooks, so the block
+    reads the same on a light or a dark notebook theme.
+    """
 
     def __init__(self, text: str, title: str):
         self.text, self.title = text, title
@@ -21,21 +39,51 @@ class Source:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
+        from pygments.styles import get_style_by_name
 
-        body = highlight(self.text, PythonLexer(), HtmlFormatter(nowrap=True, noclasses=True, style="friendly"))
-        return (f'<div class="bl-source"><div class="bl-source-title">{self.title}</div>'
-                f'<pre class="bl-source-code" style="overflow-x:auto"><code>{body}</code></pre></div>')
+        formatter = HtmlFormatter(nowrap=True, style=STYLE)
+        body = highlight(self.text, PythonLexer(), formatter)
+        styles = {cls: css for cls, (css, _, _) in formatter.class2style.items()}
+
+        text_color = styles.get("", "")
+
+        def inline(match: re.Match) -> str:
+            css = styles.get(match.group(1), "")
+            if not css or css == text_color:  # plain text: the block's colour
+                return match.group(0)
+            return f'<span style="{css}" class="{match.group(1)}">'
+
+        body = re.sub(r'<span class="([\w-]+)">', inline, body)
+        style = get_style_by_name(STYLE)
+        pre_css = (
+            f"overflow-x:auto; background:{style.background_color}; "
+            f"{text_color}; padding:0.5em"
+        )
+        title = html.escape(self.title)
+        return (
+            f'<div class="bl-source"><div class="bl-source-title">{title}</div>'
+            '<div class="highlight">'
+            f'<pre class="bl-source-code" style="{pre_css}">'
+            f"<code>{body}</code></pre></div></div>"
+        )
 
 
 def show_source(obj) -> Source:
-    """The source of a function, class or method from the package, ready to display."""
+    """The source of a function, class or method from the package, ready to
+    display."""
     try:
         text = inspect.getsource(obj)
     except (TypeError, OSError) as e:
-        raise TypeError(f"show_source: cannot get the source of {obj!r} ({e})") from None
+        raise TypeError(
+            f"show_source: cannot get the source of {obj!r} ({e})"
+        ) from None
     module = inspect.getmodule(obj)
     if inspect.ismodule(obj):  # a whole file: modules have no __qualname__
         title = obj.__name__
     else:
-        title = f"{module.__name__}.{obj.__qualname__}" if module else obj.__qualname__
+        title = (
+            f"{module.__name__}.{obj.__qualname__}"
+            if module
+            else obj.__qualname__
+        )
     return Source(textwrap.dedent(text).rstrip(), title)

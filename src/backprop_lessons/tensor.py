@@ -26,26 +26,45 @@ every call, and broadcasting follows NumPy.  One difference: `transpose`
 follows NumPy (`transpose(*axes)` permutes all axes, `.T` reverses them),
 not `torch.transpose(dim0, dim1)`.
 
+In-place changes are caught as PyTorch catches them: `t.data` is a property,
+and writing the array back (`t.data -= lr * t.grad`) bumps `t._version`; a
+backward rule whose saved array was changed since its forward raises
+PyTorch's "modified by an inplace operation" RuntimeError.  Writes through
+an element or a view (`t.data[0] = 1`, `v = t.data; v += 1`) never reach the
+property and are not seen: a checksum per saved array would catch them, at
+a cost on every operation that this engine does not pay.  inf and nan are
+values, as in PyTorch (log(0) = -inf, no NumPy warnings).
+
 Shape legend used in the comments: `(...)` any shape; `B` batch, `C`
 classes; `(..., m, n)` a stack of m x n matrices.
 
 What this module is not: a fast or complete library.  It is meant to be read.
-It imports NumPy and the scalar engine's graph walk, nothing else.
+It imports NumPy, the shared array formulas of `numerics` and the scalar
+engine's graph walk, nothing else.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
+from . import numerics
 from .scalar import topological_order
 
-__all__ = ["Tensor", "unbroadcast", "softmax", "log_softmax", "cross_entropy", "zero_grad"]
+__all__ = [
+    "Tensor",
+    "unbroadcast",
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "zero_grad",
+]
 
 
-# ---- helpers -------------------------------------------------------------------
+# ---- helpers ----------------------------------------------------------------
+
 
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum `grad` back down to `shape`, undoing NumPy broadcasting.
@@ -60,92 +79,256 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     if grad.shape == shape:
         return grad
     extra = grad.ndim - len(shape)  # number of inserted leading axes
-    if extra < 0 or any(n != 1 and n != m
-                        for n, m in zip(shape, grad.shape[extra:])):
-        raise ValueError(f"unbroadcast: a gradient of shape {grad.shape} "
-                         f"cannot come from broadcasting shape {shape}")
-    stretched = tuple(extra + i for i, n in enumerate(shape)
-                      if n == 1 and grad.shape[extra + i] != 1)
+    if extra < 0 or any(
+        n != 1 and n != m for n, m in zip(shape, grad.shape[extra:])
+    ):
+        raise ValueError(
+            f"unbroadcast: a gradient of shape {grad.shape} "
+            f"cannot come from broadcasting shape {shape}"
+        )
+    stretched = tuple(
+        extra + i
+        for i, n in enumerate(shape)
+        if n == 1 and grad.shape[extra + i] != 1
+    )
     # (1,..,1, shape)
     summed = grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True)
     return summed.reshape(shape)
 
 
 def _broadcast_shape(what: str, a: tuple, b: tuple) -> tuple:
-    """The broadcast shape of `a` and `b`, or a ValueError that starts with `what`
-    (the operation and both shapes, e.g. "add: (3, 4) + (5,)")."""
+    """The broadcast shape of `a` and `b`, or a ValueError that starts with
+    `what` (the operation and both shapes, e.g. "add: (3, 4) + (5,)")."""
     try:
         return np.broadcast_shapes(a, b)
     except ValueError:
-        raise ValueError(f"{what}: shapes do not broadcast (aligned from the right, "
-                         "each pair of sizes must be equal or contain a 1)") from None
+        raise ValueError(
+            f"{what}: shapes do not broadcast (aligned from the right, "
+            "each pair of sizes must be equal or contain a 1)"
+        ) from None
 
 
-def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str) -> np.ndarray:
-    """ufunc(a.data, b.data) with NumPy broadcasting; if the shapes do not broadcast,
-    the ValueError of `_broadcast_shape` (e.g. "add: (3, 4) + (5,): ...").  Checking
-    only on failure keeps the common case free of a second shape computation."""
+def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
+    """ufunc(a.data, b.data) with NumPy broadcasting; if the shapes do not
+    broadcast, the ValueError of `_broadcast_shape` ("add: (3, 4) + (5,): ...").
+    Checking only on failure keeps the common case free of a second shape
+    computation."""
     try:
         return ufunc(a.data, b.data)
     except ValueError:
-        _broadcast_shape(f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape)
+        _broadcast_shape(
+            f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape
+        )
         raise
 
 
+def _as_real_array(op: str, name: str, data) -> np.ndarray:
+    """`data` (numbers, nested lists of numbers, an ndarray) as a new float64
+    array (float32 stays float32), or a TypeError naming `op` and `name`.
+
+    The checks are `numerics.real_array`'s; a bool array is accepted (a
+    mask), a lone bool is not.
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    arr = numerics.real_array(op, name, data, bool_arrays=True)
+    # float64 by default; float32 is kept as is (a copy: the tensor owns it)
+    dtype = np.float32 if arr.dtype == np.float32 else np.float64
+    return np.array(arr, dtype=dtype)
+
+
 def _normalize_axes(op: str, axis, ndim: int) -> tuple:
-    """`axis` (None, int or tuple of ints, possibly negative) as a sorted tuple of axes."""
+    """`axis` (None, int or tuple of ints, possibly negative) as a sorted
+    tuple of axes, or a TypeError/ValueError naming `op`."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes = (axis,) if isinstance(axis, numbers.Integral) else axis
+    if not isinstance(axes, (tuple, list)) or not all(
+        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes
+    ):
+        raise TypeError(
+            f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}"
+        )
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
+            raise ValueError(
+                f"{op}: axis {a} is out of range for a tensor "
+                f"with {ndim} dimensions"
+            )
         out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
     return tuple(sorted(out))
 
 
+# IEEE arithmetic without NumPy's warnings: inf and nan are results here, as
+# in PyTorch (which never warns about them), not accidents to report.
+# How many in-place writes through `Tensor.data` happened so far, in any
+# tensor.  A node notes it at creation (`_versions[0]`); while it is
+# unchanged, `backward` knows no saved array changed and skips the check.
+_WRITES = [0]
+
+
+def _ieee() -> np.errstate:
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def _power(x: np.ndarray, k: float) -> np.ndarray:
+    """x ** k as PyTorch computes it: k = 0.5 is sqrt(x) and k = -0.5 is
+    1 / sqrt(x), which differ from C's pow at -0.0 and -inf (sqrt(-inf) is
+    nan, 1 / sqrt(-0.0) is -inf)."""
+    if k == 0.5:
+        return np.sqrt(x)
+    if k == -0.5:
+        return 1 / np.sqrt(x)
+    return x**k
+
+
+def _check_ints(op: str, name: str, values: tuple) -> None:
+    """A TypeError unless every entry of `values` is an int (not a bool)."""
+    if not all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        for v in values
+    ):
+        raise TypeError(f"{op}: {name} must be ints, got {values!r}")
+
+
+def _check_keepdims(op: str, keepdims) -> None:
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"{op}: keepdims must be True or False, got {keepdims!r}")
+
+
+def _one_axis(op: str, axis, t: Tensor) -> int:
+    """The single, non-empty axis a softmax works along, or a clear error."""
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
+    (ax,) = _normalize_axes(op, axis, t.ndim)
+    if t.shape[ax] == 0:
+        raise ValueError(f"{op}: axis {axis} of shape {t.shape} is empty")
+    return ax
+
+
 def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
-    """A new tensor made by `op`; it records its inputs only if one of them needs a gradient."""
+    """A new tensor made by `op`; it records its inputs (and their versions,
+    see `_check_versions`) only if one of them needs a gradient."""
     out = Tensor.__new__(Tensor)
-    out.data = data if type(data) is np.ndarray else np.asarray(data)
+    out._data = data if type(data) is np.ndarray else np.asarray(data)
+    out._version = 0
     out.grad = None
     out._op = op
     if any(t.requires_grad for t in inputs):
         out.requires_grad = True
         out._children, out._backward, out._saved = inputs, backward, saved
+        out._versions = (_WRITES[0], *[t._version for t in inputs])
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
+        out._versions = ()
     return out
+
+
+def _describe(t: Tensor) -> str:
+    """A tensor in an error message, worded as PyTorch's:
+    "[Tensor (2, 3) float64], which is output of exp"."""
+    made = f"output of {t._op}" if t._op else "a leaf"
+    return f"[Tensor {t.shape} {t.dtype}], which is {made},"
+
+
+def _check_versions(node: Tensor) -> None:
+    """Raise PyTorch's RuntimeError if an array `node`'s backward rule saved was
+    modified in place after the forward pass (as `torch.Tensor._version`).
+
+    Every in-place write through `t.data` (`t.data -= lr * g`, which assigns
+    the same array back) bumps `t._version`; `_result` noted the inputs'
+    versions in `_versions[1:]` (after the count of writes, `_WRITES`, at
+    that moment) and an output starts at version 0.  Only a tensor whose
+    array the rule actually saved (it shares memory with one of `_saved`)
+    makes this an error: `x + 1` saves shapes, so changing `x` afterwards is
+    harmless.
+    """
+    pairs = zip((*node._children, node), (*node._versions[1:], 0))
+    for t, expected in pairs:
+        if t._version != expected and _saves(node._saved, t._data):
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been "
+                f"modified by an inplace operation: {_describe(t)} is at "
+                f"version {t._version}; expected version {expected} instead "
+                f"(saved for the backward of {node._op}). Hint: run the "
+                "forward pass again after changing .data, or change it out "
+                "of place (t.data = t.data - 1)"
+            )
+
+
+def _saves(saved: tuple, arr: np.ndarray) -> bool:
+    """Whether an array in `saved` may share memory with `arr`."""
+    return any(
+        isinstance(s, np.ndarray) and np.may_share_memory(s, arr) for s in saved
+    )
 
 
 class Tensor:
     """An ndarray in a computation graph: `data`, `grad` and how it was made.
 
-    >>> x = Tensor([[1.0, 2.0]], requires_grad=True)      # (1, 2)
-    >>> w = Tensor([[3.0], [4.0]], requires_grad=True)    # (2, 1)
+    >>> x = Tensor([[1.0, 2.0]], requires_grad=True)  # (1, 2)
+    >>> w = Tensor([[3.0], [4.0]], requires_grad=True)  # (2, 1)
     >>> y = (x @ w).sum(); y.backward()
     >>> y.item(), x.grad.tolist(), w.grad.tolist()
     (11.0, [[3.0, 4.0]], [[1.0], [2.0]])
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_children", "_backward", "_saved", "_op")
-    __array_ufunc__ = None  # make `ndarray @ Tensor` etc. call our reflected operators
+    __slots__ = (
+        "_data",
+        "_version",
+        "_versions",
+        "grad",
+        "requires_grad",
+        "_children",
+        "_backward",
+        "_saved",
+        "_op",
+    )
+    # make `ndarray @ Tensor` etc. call our reflected operators
+    __array_ufunc__ = None
 
     def __init__(self, data, requires_grad: bool = False):
-        if isinstance(data, Tensor):
-            data = data.data
-        arr = np.asarray(data)
-        # float64 by default; float32 is kept as is (a copy: the tensor owns its data)
-        self.data = np.array(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
+        self._data = _as_real_array("Tensor", "data", data)
+        self._version = 0
+        self._versions = ()
         self.grad = None
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(
+                "Tensor: requires_grad must be True or False, "
+                f"got {type(requires_grad).__name__} {requires_grad!r}"
+            )
         self.requires_grad = bool(requires_grad)
         self._children, self._backward, self._saved, self._op = (), None, (), ""
 
-    # ---- basics ------------------------------------------------------------
+    # ---- data and its version -----------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """The array.  Write to it out of place (`t.data = t.data - 1`) or with
+        an augmented assignment (`t.data -= 1`, which bumps the version);
+        writes through an element (`t.data[0] = 1`) or a NumPy view are not
+        seen by the version counter."""
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        if value is self._data:  # t.data -= x: the array changed in place
+            self._version += 1
+            _WRITES[0] += 1
+            return
+        arr = _as_real_array("Tensor.data", "value", value)
+        if arr.shape != self._data.shape:
+            raise ValueError(
+                f"Tensor.data: the new array has shape {arr.shape}, the tensor "
+                f"has shape {self.shape}; they must be equal"
+            )
+        self._data = arr.astype(self._data.dtype, copy=False)
+
+    # ---- basics -------------------------------------------------------------
 
     @property
     def shape(self) -> tuple:
@@ -166,7 +349,10 @@ class Tensor:
     def item(self) -> float:
         """The value of a one-element tensor as a Python float."""
         if self.data.size != 1:
-            raise ValueError(f"item: only a one-element tensor converts to a number, shape is {self.shape}")
+            raise ValueError(
+                "item: only a one-element tensor converts to a number, "
+                f"shape is {self.shape}"
+            )
         return float(self.data.reshape(()))
 
     def numpy(self) -> np.ndarray:
@@ -177,7 +363,9 @@ class Tensor:
         return Tensor(self.data)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, precision=4, separator=", ", prefix="Tensor(")
+        body = np.array2string(
+            self.data, precision=4, separator=", ", prefix="Tensor("
+        )
         extra = ", dtype=float32" if self.data.dtype == np.float32 else ""
         extra += ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({body}{extra})"
@@ -189,13 +377,17 @@ class Tensor:
         """`x` as a Tensor; a Python number takes this tensor's dtype."""
         if isinstance(x, Tensor):
             return x
-        if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
             return Tensor(np.asarray(x, dtype=self.data.dtype))
-        if isinstance(x, np.ndarray):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fiu":
             return Tensor(x)
-        raise TypeError(f"{op}: expected a Tensor, an ndarray or a number, got {type(x).__name__}")
+        what = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else repr(x)
+        raise TypeError(
+            f"{op}: expected a Tensor, an ndarray or a number, "
+            f"got {type(x).__name__} ({what[:60]})"
+        )
 
-    # ---- matmul --------------------------------------------------------------
+    # ---- matmul -------------------------------------------------------------
 
     def __matmul__(self, other) -> Tensor:
         """A @ B for (m, n) @ (n, k) -> (m, k), or stacks
@@ -203,15 +395,18 @@ class Tensor:
         other = self._other(other, "matmul")
         a, b = self.data, other.data
         if a.ndim < 2 or b.ndim < 2:
-            raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands "
-                             "need at least 2 dimensions "
-                             "(use reshape to make a row or a column)")
+            raise ValueError(
+                f"matmul: {a.shape} @ {b.shape}: both operands need at least "
+                "2 dimensions (use reshape to make a row or a column)"
+            )
         if a.shape[-1] != b.shape[-2]:
-            raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dimensions "
-                             f"{a.shape[-1]} and {b.shape[-2]} differ")
-        _broadcast_shape(f"matmul: {a.shape} @ {b.shape}: batch dimensions "
-                         f"{a.shape[:-2]} and {b.shape[:-2]}",
-                         a.shape[:-2], b.shape[:-2])
+            raise ValueError(
+                f"matmul: {a.shape} @ {b.shape}: inner dimensions "
+                f"{a.shape[-1]} and {b.shape[-2]} differ"
+            )
+        batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+        what = f"matmul: {a.shape} @ {b.shape}: batch dimensions"
+        _broadcast_shape(f"{what} {batch_a} and {batch_b}", batch_a, batch_b)
         return _result(a @ b, (self, other), Tensor.matmul_backward, (a, b), "@")
 
     @staticmethod
@@ -231,55 +426,68 @@ class Tensor:
     def __rmatmul__(self, other) -> Tensor:
         return self._other(other, "matmul") @ self
 
-    # ---- elementwise binary operations (with broadcasting) --------------------
+    # ---- elementwise binary operations (with broadcasting) ------------------
 
     def __add__(self, other) -> Tensor:
         other = self._other(other, "add")
-        return _result(_broadcasting(np.add, self, other, "+", "add"), (self, other),
-                       Tensor.add_backward, (self.shape, other.shape), "+")
+        out = _broadcasting(np.add, self, other, "+", "add")
+        shapes = (self.shape, other.shape)
+        return _result(out, (self, other), Tensor.add_backward, shapes, "+")
 
     @staticmethod
     def add_backward(g, saved, needs):
-        """VJP of a + b: both sides get g, summed over the axes broadcasting added."""
+        """VJP of a + b: both sides get g, summed over the axes broadcasting
+        added."""
         a_shape, b_shape = saved
-        return (unbroadcast(g, a_shape) if needs[0] else None,
-                unbroadcast(g, b_shape) if needs[1] else None)
+        da = unbroadcast(g, a_shape) if needs[0] else None
+        db = unbroadcast(g, b_shape) if needs[1] else None
+        return da, db
 
     def __sub__(self, other) -> Tensor:
         other = self._other(other, "sub")
-        return _result(_broadcasting(np.subtract, self, other, "-", "sub"), (self, other),
-                       Tensor.sub_backward, (self.shape, other.shape), "-")
+        out = _broadcasting(np.subtract, self, other, "-", "sub")
+        shapes = (self.shape, other.shape)
+        return _result(out, (self, other), Tensor.sub_backward, shapes, "-")
 
     @staticmethod
     def sub_backward(g, saved, needs):
         """VJP of a - b: a gets g, b gets -g (each unbroadcast to its shape)."""
         a_shape, b_shape = saved
-        return (unbroadcast(g, a_shape) if needs[0] else None,
-                unbroadcast(-g, b_shape) if needs[1] else None)
+        da = unbroadcast(g, a_shape) if needs[0] else None
+        db = unbroadcast(-g, b_shape) if needs[1] else None
+        return da, db
 
     def __mul__(self, other) -> Tensor:
         other = self._other(other, "mul")
-        return _result(_broadcasting(np.multiply, self, other, "*", "mul"), (self, other),
-                       Tensor.mul_backward, (self.data, other.data), "*")
+        out = _broadcasting(np.multiply, self, other, "*", "mul")
+        saved = (self.data, other.data)
+        return _result(out, (self, other), Tensor.mul_backward, saved, "*")
 
     @staticmethod
     def mul_backward(g, saved, needs):
-        """VJP of a * b: a diagonal Jacobian, so elementwise products: g*b and g*a."""
+        """VJP of a * b: a diagonal Jacobian, so elementwise products: g*b and
+        g*a."""
         a, b = saved
-        return (unbroadcast(g * b, a.shape) if needs[0] else None,
-                unbroadcast(g * a, b.shape) if needs[1] else None)
+        da = unbroadcast(g * b, a.shape) if needs[0] else None
+        db = unbroadcast(g * a, b.shape) if needs[1] else None
+        return da, db
 
     def __truediv__(self, other) -> Tensor:
         other = self._other(other, "div")
-        return _result(_broadcasting(np.divide, self, other, "/", "div"), (self, other),
-                       Tensor.div_backward, (self.data, other.data), "/")
+        with _ieee():  # 1 / 0 = inf and 0 / 0 = nan, as PyTorch
+            out = _broadcasting(np.divide, self, other, "/", "div")
+        saved = (self.data, other.data)
+        return _result(out, (self, other), Tensor.div_backward, saved, "/")
 
     @staticmethod
     def div_backward(g, saved, needs):
         """VJP of a / b: d/da = 1/b, d/db = -a/b^2, elementwise."""
         a, b = saved
-        return (unbroadcast(g / b, a.shape) if needs[0] else None,
-                unbroadcast(-g * a / (b * b), b.shape) if needs[1] else None)
+        da = unbroadcast(g / b, a.shape) if needs[0] else None
+        # -g a / b^2 as PyTorch orders it, (a / b) / b: b * b overflows
+        # for |b| > 1e154, where a / b / b is still a number
+        db = unbroadcast(-g * (a / b) / b, b.shape) if needs[1] else None
+        return da, db
 
     def __radd__(self, other) -> Tensor:
         return self._other(other, "add") + self
@@ -293,24 +501,35 @@ class Tensor:
     def __rtruediv__(self, other) -> Tensor:
         return self._other(other, "div") / self
 
-    # ---- elementwise unary operations (diagonal Jacobians) --------------------
+    # ---- elementwise unary operations (diagonal Jacobians) ------------------
     # Each VJP is g times the elementwise derivative; shapes stay (...).
 
     def __pow__(self, k) -> Tensor:
-        if isinstance(k, Tensor) or not isinstance(k, numbers.Real) or isinstance(k, bool):
-            raise TypeError("pow: only a number exponent is supported (int or float), got "
-                            f"{type(k).__name__}; write (k * x.log()).exp() for a tensor exponent")
-        return _result(self.data ** k, (self,), Tensor.pow_backward, (self.data, k), f"**{k:g}")
+        if not isinstance(k, numbers.Real) or isinstance(k, bool):
+            raise TypeError(
+                "pow: only a number exponent is supported (int or float), "
+                f"got {type(k).__name__}; "
+                "write (k * x.log()).exp() for a tensor exponent"
+            )
+        x = self.data
+        with _ieee():  # 0 ** -1 = inf, (-8) ** 0.5 = nan, as PyTorch
+            out = _power(x, k)
+        return _result(out, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
 
     @staticmethod
     def pow_backward(g, saved, needs):
-        """VJP of x ** k: g * k x^(k-1)."""
+        """VJP of x ** k: g * k x^(k-1); for k = 0 the derivative is 0, also at
+        x = 0 where the formula would give 0 * inf = nan (as PyTorch)."""
         x, k = saved
-        return (g * (k * x ** (k - 1)),)
+        if k == 0:
+            return (np.zeros_like(g * x),)
+        return (g * (k * _power(x, k - 1)),)
 
     def __rpow__(self, base):
-        raise TypeError("pow: a tensor exponent is not supported; "
-                        "write (x * log(base)).exp() for base ** x")
+        raise TypeError(
+            "pow: a tensor exponent is not supported; "
+            "write (x * log(base)).exp() for base ** x"
+        )
 
     def __neg__(self) -> Tensor:
         return _result(-self.data, (self,), Tensor.neg_backward, (), "neg")
@@ -321,7 +540,8 @@ class Tensor:
         return (-g,)
 
     def exp(self) -> Tensor:
-        e = np.exp(self.data)
+        with _ieee():  # exp(710) = inf, as PyTorch
+            e = np.exp(self.data)
         return _result(e, (self,), Tensor.exp_backward, (e,), "exp")
 
     @staticmethod
@@ -331,12 +551,12 @@ class Tensor:
         return (g * e,)
 
     def log(self) -> Tensor:
+        """ln x, as PyTorch: log(0) = -inf and log(x < 0) = nan (no error and
+        no warning; the scalar engine raises instead, see `Value.log`)."""
         x = self.data
-        bad = x <= 0
-        if bad.any():
-            raise ValueError(f"log: defined for positive numbers; {int(bad.sum())} of {x.size} "
-                             f"entries are <= 0 (smallest {x.min():.4g}), shape {x.shape}")
-        return _result(np.log(x), (self,), Tensor.log_backward, (x,), "log")
+        with _ieee():
+            out = np.log(x)
+        return _result(out, (self,), Tensor.log_backward, (x,), "log")
 
     @staticmethod
     def log_backward(g, saved, needs):
@@ -355,23 +575,20 @@ class Tensor:
         return (g * (1 - t * t),)
 
     def relu(self) -> Tensor:
-        mask = self.data > 0  # the kink at 0 gets derivative 0, as in PyTorch
-        # max(x, 0), i.e. where(mask, x, 0) but several times faster: fmax also maps
-        # NaN to 0, and "+= 0" turns a -0.0 into +0.0.
-        out = np.fmax(self.data, 0)
-        out += 0
-        return _result(out, (self,), Tensor.relu_backward, (mask,), "relu")
+        x = self.data
+        out = np.maximum(x, 0)  # relu(x) = max(x, 0); a NaN stays NaN
+        on = out != 0  # x > 0, and True at NaN (PyTorch passes g through)
+        return _result(out, (self,), Tensor.relu_backward, (on,), "relu")
 
     @staticmethod
     def relu_backward(g, saved, needs):
-        """VJP of relu(x): g where x > 0, else 0."""
-        (mask,) = saved
-        return (g * mask,)
+        """VJP of relu(x): g where x > 0 (or NaN), else 0 (the kink at 0 gets
+        0, as in PyTorch)."""
+        (on,) = saved
+        return (g * on,)
 
     def sigmoid(self) -> Tensor:
-        x = self.data
-        e = np.exp(-np.abs(x))  # <= 1: never overflows
-        s = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+        s = numerics.sigmoid(self.data)
         return _result(s, (self,), Tensor.sigmoid_backward, (s,), "sigmoid")
 
     @staticmethod
@@ -380,66 +597,82 @@ class Tensor:
         (s,) = saved
         return (g * (s * (1 - s)),)
 
-    # ---- reductions ------------------------------------------------------------
+    # ---- reductions ---------------------------------------------------------
 
     def sum(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Sum over `axis` (None: all).  (...) -> the shape without (or with 1 at) those axes."""
+        """Sum over `axis` (None: all).  (...) -> the shape without (or with
+        1 at) those axes."""
         axes = _normalize_axes("sum", axis, self.ndim)
-        return _result(self.data.sum(axis=axes, keepdims=keepdims), (self,), Tensor.sum_backward,
-                       (self.shape, axes, keepdims), "sum")
+        _check_keepdims("sum", keepdims)
+        out = self.data.sum(axis=axes, keepdims=keepdims)
+        saved = (self.shape, axes, keepdims)
+        return _result(out, (self,), Tensor.sum_backward, saved, "sum")
 
     @staticmethod
     def sum_backward(g, saved, needs):
-        """VJP of a sum: every summed entry gets the same g, copied back along the summed axes."""
+        """VJP of a sum: every summed entry gets the same g, copied back along
+        the summed axes."""
         in_shape, axes, keepdims = saved
         if not keepdims:
-            g = np.expand_dims(g, axes)      # put back the summed axes with size 1
+            g = np.expand_dims(g, axes)  # put back the summed axes with size 1
         return (np.broadcast_to(g, in_shape),)  # (in_shape), a read-only view
 
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
         axes = _normalize_axes("mean", axis, self.ndim)
+        _check_keepdims("mean", keepdims)
         count = int(np.prod([self.shape[a] for a in axes]))
-        return _result(self.data.mean(axis=axes, keepdims=keepdims), (self,), Tensor.mean_backward,
-                       (self.shape, axes, keepdims, count), "mean")
+        out = self.data.mean(axis=axes, keepdims=keepdims)
+        saved = (self.shape, axes, keepdims, count)
+        return _result(out, (self,), Tensor.mean_backward, saved, "mean")
 
     @staticmethod
     def mean_backward(g, saved, needs):
-        """VJP of a mean: the sum's VJP divided by the number of entries averaged."""
+        """VJP of a mean: the sum's VJP divided by the number of entries
+        averaged."""
         in_shape, axes, keepdims, count = saved
         (gx,) = Tensor.sum_backward(g, (in_shape, axes, keepdims), needs)
         return (gx / count,)
 
     def max(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Maximum over `axis` (None: all).  Ties share the gradient equally (like torch.amax)."""
+        """Maximum over `axis` (None: all).  Ties share the gradient equally
+        (like torch.amax)."""
         axes = _normalize_axes("max", axis, self.ndim)
+        _check_keepdims("max", keepdims)
         if self.size == 0:
             raise ValueError(f"max: the tensor of shape {self.shape} is empty")
         m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
         out = m if keepdims else np.squeeze(m, axis=axes)
-        return _result(out, (self,), Tensor.max_backward, (self.data, m, axes, keepdims), "max")
+        saved = (self.data, m, axes, keepdims)
+        return _result(out, (self,), Tensor.max_backward, saved, "max")
 
     @staticmethod
     def max_backward(g, saved, needs):
-        """VJP of max: g goes to the entries equal to the maximum, split among ties."""
+        """VJP of max: g goes to the entries equal to the maximum, split among
+        ties."""
         x, m, axes, keepdims = saved
         if not keepdims:
             g = np.expand_dims(g, axes)
-        hit = x == m                                          # (...) where the max was taken
+        hit = x == m  # (...) where the max was taken
         return (hit * (g / hit.sum(axis=axes, keepdims=True)),)
 
-    # ---- shape operations ------------------------------------------------------------
+    # ---- shape operations ---------------------------------------------------
 
     def reshape(self, *shape) -> Tensor:
-        """The same entries in a new shape: t.reshape(2, 3) or t.reshape((2, 3)); -1 allowed."""
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        """The same entries in a new shape: t.reshape(2, 3) or
+        t.reshape((2, 3)); -1 allowed."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        _check_ints("reshape", "shape", shape)
         try:
             out = self.data.reshape(shape)
         except ValueError:
-            raise ValueError(f"reshape: cannot reshape {self.shape} ({self.size} entries) "
-                             f"into {tuple(shape)}") from None
-        return _result(out, (self,), Tensor.reshape_backward, (self.shape,), "reshape")
+            raise ValueError(
+                f"reshape: cannot reshape {self.shape} ({self.size} entries) "
+                f"into {tuple(shape)}"
+            ) from None
+        saved = (self.shape,)
+        return _result(out, (self,), Tensor.reshape_backward, saved, "reshape")
 
     @staticmethod
     def reshape_backward(g, saved, needs):
@@ -448,16 +681,22 @@ class Tensor:
         return (g.reshape(in_shape),)
 
     def transpose(self, *axes) -> Tensor:
-        """Permute the axes as NumPy does: no argument reverses them; else a permutation."""
-        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+        """Permute the axes as NumPy does: no argument reverses them; else a
+        permutation."""
+        n = self.ndim
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
+        _check_ints("transpose", "axes", axes)
         if not axes:
-            axes = tuple(reversed(range(self.ndim)))
-        if sorted(a % self.ndim if -self.ndim <= a < self.ndim else a for a in axes) != list(range(self.ndim)):
-            raise ValueError(f"transpose: {axes} is not a permutation of the axes of a tensor "
-                             f"of shape {self.shape}")
-        axes = tuple(a % self.ndim for a in axes)
-        return _result(self.data.transpose(axes), (self,), Tensor.transpose_backward, (axes,), "T")
+            axes = tuple(reversed(range(n)))
+        if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
+            raise ValueError(
+                f"transpose: {axes} is not a permutation of the axes of a tensor "
+                f"of shape {self.shape}"
+            )
+        axes = tuple(a % n for a in axes)
+        out = self.data.transpose(axes)
+        return _result(out, (self,), Tensor.transpose_backward, (axes,), "T")
 
     @staticmethod
     def transpose_backward(g, saved, needs):
@@ -471,32 +710,42 @@ class Tensor:
 
     def __getitem__(self, index) -> Tensor:
         """NumPy indexing: slices, integers, integer arrays, masks."""
-        if isinstance(index, Tensor):
-            index = index.data
+        if isinstance(index, Tensor) or (
+            isinstance(index, tuple) and any(isinstance(i, Tensor) for i in index)
+        ):
+            raise TypeError(
+                "index: a Tensor cannot index (Tensors hold floats); "
+                "use an int, a slice, an integer ndarray or a boolean mask"
+            )
         try:
             out = self.data[index]
         except IndexError as e:
-            raise IndexError(f"index: {e} (tensor shape {self.shape})") from None
-        return _result(np.array(out), (self,), Tensor.getitem_backward,
-                       (self.shape, self.data.dtype, index), "index")
+            # a float, a string...: the wrong kind of index, not out of range
+            kind = TypeError if "integer" in str(e) else IndexError
+            raise kind(f"index: {e} (tensor shape {self.shape})") from None
+        saved = (self.shape, self.data.dtype, index)
+        return _result(
+            np.array(out), (self,), Tensor.getitem_backward, saved, "index"
+        )
 
     @staticmethod
     def getitem_backward(g, saved, needs):
-        """VJP of indexing: scatter-add g into zeros.  np.add.at adds once per occurrence, so
-        an entry picked twice (x[[0, 0]]) gets both gradients; `zeros[index] += g` would not."""
+        """VJP of indexing: scatter-add g into zeros.  np.add.at adds once per
+        occurrence, so an entry picked twice (x[[0, 0]]) gets both gradients;
+        `zeros[index] += g` would not."""
         in_shape, dtype, index = saved
         gx = np.zeros(in_shape, dtype=dtype)  # (in_shape)
         np.add.at(gx, index, g)
         return (gx,)
 
-    # ---- softmax family ------------------------------------------------------------
+    # ---- softmax family -----------------------------------------------------
 
     def softmax(self, axis: int = -1) -> Tensor:
-        """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted (no overflow)."""
-        (ax,) = _normalize_axes("softmax", axis, self.ndim)
-        z = self.data - self.data.max(axis=ax, keepdims=True)
-        e = np.exp(z)
-        s = e / e.sum(axis=ax, keepdims=True)
+        """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
+        (no overflow)."""
+        ax = _one_axis("softmax", axis, self)
+        with _ieee():  # softmax([inf, 1]) = [nan, nan], as PyTorch
+            s = numerics.softmax(self.data, ax)
         return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
 
     @staticmethod
@@ -507,19 +756,22 @@ class Tensor:
         return (s * (g - (g * s).sum(axis=ax, keepdims=True)),)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        """x - logsumexp(x) along `axis`, with the max subtracted first (stable)."""
-        (ax,) = _normalize_axes("log_softmax", axis, self.ndim)
-        z = self.data - self.data.max(axis=ax, keepdims=True)
-        out = z - np.log(np.exp(z).sum(axis=ax, keepdims=True))
-        return _result(out, (self,), Tensor.log_softmax_backward, (out, ax), "log_softmax")
+        """x - logsumexp(x) along `axis`, with the max subtracted first
+        (stable)."""
+        ax = _one_axis("log_softmax", axis, self)
+        with _ieee():
+            out = numerics.log_softmax(self.data, ax)
+        backward = Tensor.log_softmax_backward
+        return _result(out, (self,), backward, (out, ax), "log_softmax")
 
     @staticmethod
     def log_softmax_backward(g, saved, needs):
-        """VJP of log_softmax: g - softmax(x) * sum(g) along the axis (softmax = exp(output))."""
+        """VJP of log_softmax: g - softmax(x) * sum(g) along the axis
+        (softmax = exp(output))."""
         out, ax = saved
         return (g - np.exp(out) * g.sum(axis=ax, keepdims=True),)
 
-    # ---- the backward pass ------------------------------------------------------------
+    # ---- the backward pass --------------------------------------------------
 
     def backward(self, grad=None) -> None:
         """Fill in `grad` of every tensor this one depends on: d(self)/d(tensor).
@@ -530,36 +782,43 @@ class Tensor:
         them - while gradients of intermediate tensors are recomputed.
         """
         if not self.requires_grad:
-            raise RuntimeError("backward: this tensor does not require a gradient "
-                               "(none of the tensors it was computed from has "
-                               "requires_grad=True)")
+            raise RuntimeError(
+                "backward: this tensor does not require a gradient (none of "
+                "the tensors it was computed from has requires_grad=True)"
+            )
         if grad is None:
             if self.size != 1:
-                raise RuntimeError(f"backward: the output has shape {self.shape}, "
-                                   "not a single number; pass grad= (an array of "
-                                   "that shape) or reduce it first, e.g. "
-                                   "y.sum().backward()")
+                raise RuntimeError(
+                    f"backward: the output has shape {self.shape}, not a single "
+                    "number; pass grad= (an array of that shape) or reduce it "
+                    "first, e.g. y.sum().backward()"
+                )
             seed = np.ones_like(self.data)
         else:
-            seed = np.asarray(grad.data if isinstance(grad, Tensor) else grad,
-                              dtype=self.data.dtype)
+            seed = _as_real_array("backward", "grad", grad)
+            seed = seed.astype(self.data.dtype, copy=False)
             if seed.shape != self.shape:
-                raise ValueError(f"backward: grad has shape {seed.shape} but the "
-                                 f"output has shape {self.shape}; they must be equal")
+                raise ValueError(
+                    f"backward: grad has shape {seed.shape} but the output has "
+                    f"shape {self.shape}; they must be equal"
+                )
         order = topological_order(self)
         for node in order:
             if node._children:
                 node.grad = None  # intermediate: recomputed from zero
         _accumulate(self, seed, "seed")
-        for node in reversed(order):
-            if not node._children or node.grad is None:
-                continue
-            children = node._children
-            needs = tuple(c.requires_grad for c in children)
-            grads = node._backward(node.grad, node._saved, needs)
-            for child, g, need in zip(children, grads, needs):
-                if need:
-                    _accumulate(child, g, node._op)
+        with _ieee():  # inf and nan are values here, as in PyTorch
+            for node in reversed(order):
+                if not node._children or node.grad is None:
+                    continue
+                children = node._children
+                needs = tuple(c.requires_grad for c in children)
+                if node._versions[0] != _WRITES[0]:  # a write since forward
+                    _check_versions(node)
+                grads = node._backward(node.grad, node._saved, needs)
+                for child, g, need in zip(children, grads, needs):
+                    if need:
+                        _accumulate(child, g, node._op)
 
     def zero_grad(self) -> None:
         """Forget the gradient (set it to None), before the next backward pass."""
@@ -567,27 +826,33 @@ class Tensor:
 
 
 def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
-    """node.grad += g, checking the shape-check rule: a gradient has its tensor's shape."""
+    """node.grad += g, checking the shape-check rule: a gradient has its
+    tensor's shape."""
     if g.shape != node.data.shape:
-        raise RuntimeError(f"backward of {op}: a gradient of shape {g.shape} for an input of "
-                           f"shape {node.data.shape}; a gradient must have its input's shape")
+        raise RuntimeError(
+            f"backward of {op}: a gradient of shape {g.shape} for an input of "
+            f"shape {node.data.shape}; a gradient must have its input's shape"
+        )
     if node.grad is None:
-        # A leaf owns a fresh, writable copy; an intermediate may share (it is never written in place).
+        # A leaf owns a fresh, writable copy; an intermediate may share it
+        # (it is never written in place).
         node.grad = g.astype(node.data.dtype, copy=not node._children)
     else:
-        node.grad = node.grad + g  # out of place: g may be a view of another tensor's gradient
+        # out of place: g may be a view of another tensor's gradient
+        node.grad = node.grad + g
 
 
-# ---- functions ------------------------------------------------------------------
+# ---- functions --------------------------------------------------------------
+
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Softmax of `x` along `axis` (see `Tensor.softmax`)."""
-    return x.softmax(axis)
+    return _tensor("softmax", x).softmax(axis)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Log-softmax of `x` along `axis` (see `Tensor.log_softmax`)."""
-    return x.log_softmax(axis)
+    return _tensor("log_softmax", x).log_softmax(axis)
 
 
 def cross_entropy(logits: Tensor, targets) -> Tensor:
@@ -596,38 +861,65 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
     logits: (B, C), targets: (B,) integer classes in [0, C) -> a scalar ().
     Computed from log-softmax with the max subtracted, so huge logits are fine.
     """
+    if not isinstance(logits, Tensor):
+        raise TypeError(
+            "cross_entropy: logits must be a Tensor (wrap an array as "
+            f"Tensor(array)), got {type(logits).__name__}"
+        )
     z = logits.data
     t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if z.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must be (B, C), got shape {z.shape}")
+        raise ValueError(
+            f"cross_entropy: logits must be (B, C), got shape {z.shape}"
+        )
     if t.dtype.kind == "f" and np.all(t == np.round(t)):
         t = t.astype(np.int64)
     if t.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype {t.dtype}")
-    if t.shape != (z.shape[0],):
-        raise ValueError(f"cross_entropy: logits {z.shape} need targets of shape ({z.shape[0]},), "
-                         f"got {t.shape}")
-    if t.size and (t.min() < 0 or t.max() >= z.shape[1]):
-        raise ValueError(f"cross_entropy: targets must lie in [0, {z.shape[1]}), got values "
-                         f"from {t.min()} to {t.max()}")
-    shifted = z - z.max(axis=1, keepdims=True)                               # (B, C)
-    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))      # (B, C)
-    rows = np.arange(z.shape[0])
-    loss = -logp[rows, t].mean()                                             # ()
-    return _result(np.asarray(loss, dtype=z.dtype), (logits,), cross_entropy_backward,
-                   (logp, t), "cross_entropy")
+        raise TypeError(
+            "cross_entropy: targets must be integer class indices, "
+            f"got dtype {t.dtype}"
+        )
+    B, C = z.shape
+    if t.shape != (B,):
+        raise ValueError(
+            f"cross_entropy: logits {z.shape} need targets of shape ({B},), "
+            f"got {t.shape}"
+        )
+    if t.size and (t.min() < 0 or t.max() >= C):
+        raise ValueError(
+            f"cross_entropy: targets must lie in [0, {C}), "
+            f"got values from {t.min()} to {t.max()}"
+        )
+    with _ieee():
+        logp = numerics.log_softmax(z, axis=1)  # (B, C)
+        loss = -logp[np.arange(B), t].mean()  # ()
+    out = np.asarray(loss, dtype=z.dtype)
+    return _result(
+        out, (logits,), cross_entropy_backward, (logp, t), "cross_entropy"
+    )
 
 
 def cross_entropy_backward(g, saved, needs):
     """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits),
     y one-hot."""
     logp, t = saved
-    p = np.exp(logp)                      # (B, C)
-    p[np.arange(len(t)), t] -= 1          # p - y
+    p = np.exp(logp)  # (B, C)
+    p[np.arange(len(t)), t] -= 1  # p - y
     return (p * (g / len(t)),)
 
 
 def zero_grad(tensors: Iterable[Tensor]) -> None:
-    """Set `grad = None` on every given tensor (call it between training steps)."""
+    """Set `grad = None` on every given tensor (call it between training
+    steps)."""
     for t in tensors:
-        t.grad = None
+        _tensor("zero_grad", t, "every item of tensors").grad = None
+
+
+def _tensor(op: str, x, name: str = "x") -> Tensor:
+    """`x` if it is a Tensor, else a TypeError naming `op`."""
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{op}: {name} must be a Tensor (wrap an array as Tensor(array)), "
+            f"got {type(x).__name__}"
+        )
+    return x

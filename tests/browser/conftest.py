@@ -4,6 +4,16 @@ The book in `_build/html` (or `$BOOK_HTML`) is served on 127.0.0.1 and
 opened in Debian's Chromium through Playwright.  Every request to another
 host is aborted and recorded, so a passing test proves the page works
 offline.  Screenshots go to `_build/screenshots/`.
+
+`demo_book` builds a one-page book of its own from
+`demo_book/conventions.ipynb` (executed here, with the real `_config.yml`,
+`book/_ext` and `book/_static`): it holds one example of every
+reader-facing convention, so the mechanisms are tested end to end whatever
+the chapters hold (see pages.py for the chapters' pending lists).
+
+Tests wait on states, never on fixed times: `wait_for_function` and
+Playwright's auto-waiting assertions (`expect`), which fail with a timeout
+if the state never comes.
 """
 
 from __future__ import annotations
@@ -11,6 +21,9 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import shutil
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +34,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+DEMO_SOURCE = Path(__file__).resolve().parent / "demo_book"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic",
-                 "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+PHONE = {"width": 390, "height": 844}  # a phone in portrait (iPhone 12-15)
+DESKTOP = {"width": 1280, "height": 900}
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -32,27 +54,76 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+#: base URL -> the directory it serves
+SERVED: dict[str, Path] = {}
+
+
+@functools.cache
+def _serve(directory: str) -> str:
+    """Serve `directory` on 127.0.0.1 from a daemon thread; its base URL."""
+    handler = functools.partial(_QuietHandler, directory=directory)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    SERVED[url] = Path(directory)
+    return url
+
+
 @pytest.fixture(scope="session")
 def book_url():
     """Base URL of the rendered book served from a local thread."""
     if not (HTML / "index.html").exists():
-        pytest.fail(f"{HTML}/index.html is missing: build the book first (`make book`)")
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
+        pytest.fail(
+            f"{HTML}/index.html is missing: build the book first (`make book`)"
+        )
+    return _serve(str(HTML))
+
+
+@pytest.fixture(scope="session")
+def demo_book(tmp_path_factory) -> str:
+    """Base URL of the one-page conventions book, executed and built here."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    src = tmp_path_factory.mktemp("demo-book")
+    shutil.copy(ROOT / "_config.yml", src / "_config.yml")
+    shutil.copy(DEMO_SOURCE / "_toc.yml", src / "_toc.yml")
+    for part in ("_ext", "_static"):
+        shutil.copytree(ROOT / "book" / part, src / "book" / part)
+    (src / "notebooks").mkdir()
+    nb = nbformat.read(DEMO_SOURCE / "conventions.ipynb", as_version=4)
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(src / "notebooks")}},
+    ).execute()
+    nbformat.write(nb, src / "notebooks" / "conventions.ipynb")
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    build = subprocess.run(
+        [str(jupyter_book), "build", str(src), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, (
+        f"the demo book failed to build:\n{build.stdout}\n{build.stderr}"
+    )
+    return _serve(str(src / "_build" / "html"))
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` package")
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install Debian's `chromium` "
+            "package"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
         yield b
         b.close()
 
@@ -63,9 +134,15 @@ class BookPage:
 
     page: object
     url: str
-    external: list[str] = field(default_factory=list)       # requests to other hosts (aborted)
-    failed: list[str] = field(default_factory=list)         # local requests that failed / 4xx-5xx
-    console_errors: list[str] = field(default_factory=list)  # console.error and uncaught errors
+    external: list[str] = field(
+        default_factory=list
+    )  # requests to other hosts (aborted)
+    failed: list[str] = field(
+        default_factory=list
+    )  # local requests that failed / 4xx-5xx
+    console_errors: list[str] = field(
+        default_factory=list
+    )  # console.error and uncaught errors
 
     def screenshot(self, name: str, full_page: bool = True) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -74,21 +151,60 @@ class BookPage:
         return path
 
     def assert_clean(self) -> None:
-        assert not self.external, f"{self.url}: requests to other hosts: {self.external}"
+        assert not self.external, (
+            f"{self.url}: requests to other hosts: {self.external}"
+        )
         assert not self.failed, f"{self.url}: failed requests: {self.failed}"
-        assert not self.console_errors, f"{self.url}: console errors: {self.console_errors}"
+        assert not self.console_errors, (
+            f"{self.url}: console errors: {self.console_errors}"
+        )
+
+    def wait_for_widgets(self, timeout: float = 20_000) -> int:
+        """Wait until every widget view on the page has rendered; their count."""
+        views = self.page.locator(VIEW).count()
+        if views:
+            self.page.wait_for_function(
+                "document.querySelectorAll('.widget-subarea > *').length >= "
+                f"{views}",
+                timeout=timeout,
+            )
+        return views
+
+    def wait_for_math(self, timeout: float = 20_000) -> None:
+        """Wait until MathJax has typeset every formula on the page."""
+        if self.page.locator("article .math").count():
+            self.page.wait_for_function(
+                "document.querySelectorAll('article "
+                ".math:not(:has(mjx-container))').length === 0",
+                timeout=timeout,
+            )
 
 
-@pytest.fixture
-def book_page(browser, book_url):
-    """`book_page("notebooks/01_value_nodes.html")` -> BookPage, loaded and settled."""
-    contexts = []
+VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
+DEMO = "notebooks/conventions.html"  # the page of the demo book
 
-    def open_page(path: str, width: int = 1280, height: int = 900) -> BookPage:
-        context = browser.new_context(viewport={"width": width, "height": height})
+
+def _open(browser, base: str, contexts: list):
+    def open_page(
+        path: str,
+        width: int = DESKTOP["width"],
+        height: int = DESKTOP["height"],
+        mode: str | None = None,
+    ) -> BookPage:
+        """Load `path`; mode "light"/"dark" sets the system colour scheme and
+        the theme's stored choice, None leaves the book's default (auto)."""
+        options = {"viewport": {"width": width, "height": height}}
+        if mode:
+            options["color_scheme"] = mode
+        context = browser.new_context(**options)
         contexts.append(context)
+        if mode:
+            context.add_init_script(
+                f"localStorage.setItem('mode', '{mode}'); "
+                f"localStorage.setItem('theme', '{mode}');"
+            )
         page = context.new_page()
-        result = BookPage(page, book_url + path)
+        result = BookPage(page, base + path)
 
         def route(r):
             if urlparse(r.request.url).hostname == "127.0.0.1":
@@ -98,14 +214,46 @@ def book_page(browser, book_url):
                 r.abort()
 
         page.route("**/*", route)
-        page.on("console", lambda m: m.type == "error" and result.console_errors.append(m.text))
-        page.on("pageerror", lambda e: result.console_errors.append(f"uncaught: {e}"))
-        page.on("requestfailed", lambda r: urlparse(r.url).hostname == "127.0.0.1"
-                and result.failed.append(f"{r.url} ({r.failure})"))
-        page.on("response", lambda r: r.status >= 400 and result.failed.append(f"{r.url} ({r.status})"))
+        page.on(
+            "console",
+            lambda m: m.type == "error" and result.console_errors.append(m.text),
+        )
+        page.on(
+            "pageerror", lambda e: result.console_errors.append(f"uncaught: {e}")
+        )
+        page.on(
+            "requestfailed",
+            lambda r: (
+                urlparse(r.url).hostname == "127.0.0.1"
+                and result.failed.append(f"{r.url} ({r.failure})")
+            ),
+        )
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400 and result.failed.append(f"{r.url} ({r.status})")
+            ),
+        )
         page.goto(result.url, wait_until="networkidle")
         return result
 
-    yield open_page
+    return open_page
+
+
+@pytest.fixture
+def book_page(browser, book_url):
+    """`book_page("notebooks/01_value_nodes.html")` -> BookPage, loaded and
+    settled."""
+    contexts = []
+    yield _open(browser, book_url, contexts)
+    for c in contexts:
+        c.close()
+
+
+@pytest.fixture
+def demo_page(browser, demo_book):
+    """`demo_page(DEMO)` -> BookPage of the conventions book."""
+    contexts = []
+    yield _open(browser, demo_book, contexts)
     for c in contexts:
         c.close()

@@ -7,37 +7,16 @@ conftest.py), so passing tests prove the book works with no network.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
 from .conftest import HTML, ROOT
+from .pages import CHAPTERS, PAGES, chapter_params
 
 pytestmark = pytest.mark.browser
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-
-
-def _toc_files(node) -> list[str]:
-    """Every page named in _toc.yml, in reading order."""
-    found = []
-    if isinstance(node, dict):
-        for key in ("root", "file"):
-            if key in node:
-                found.append(node[key])
-        for value in node.values():
-            if isinstance(value, (list, dict)):
-                found += _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            found += _toc_files(item)
-    return found
-
-
-PAGES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
-CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
-VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
 
 
 def test_landing_page(book_page):
@@ -53,35 +32,42 @@ def test_every_page_renders_offline(book_page, page):
     p = book_page(page + ".html")
     pg = p.page
     assert pg.locator("article h1").count() == 1, f"{page}: expected one title"
-    if pg.locator("article .math").count():
-        pg.wait_for_selector("article mjx-container svg", timeout=20000)
-        left = pg.locator("article .math:not(:has(mjx-container))").count()
-        assert left == 0, f"{page}: {left} formulas not typeset by MathJax"
-    views = pg.locator(VIEW).count()
+    p.wait_for_math()  # fails with a timeout if a formula stays untypeset
+    views = p.wait_for_widgets()
     if views:
         # Each widget view renders once, into the output that holds its state.
-        pg.wait_for_function(
-            f"document.querySelectorAll('.widget-subarea > *').length >= {views}", timeout=20000)
-        assert pg.locator(".widget-subarea > *").count() == views, f"{page}: a widget rendered twice"
-        assert pg.locator(".widget-subarea .jupyter-widgets-error-widget, .widget-error").count() == 0
+        assert pg.locator(".widget-subarea > *").count() == views, (
+            f"{page}: a widget rendered twice"
+        )
+        assert (
+            pg.locator(
+                ".widget-subarea .jupyter-widgets-error-widget, .widget-error"
+            ).count()
+            == 0
+        )
     for img in pg.locator("article img").all():
         alt = img.get_attribute("alt") or ""
         assert alt.strip(), f"{page}: an image has no alt text"
-        assert not re.search(r"\.(png|svg|jpe?g)$", alt), f"{page}: an image's alt text is its file name: {alt}"
+        assert not re.search(r"\.(png|svg|jpe?g)$", alt), (
+            f"{page}: an image's alt text is its file name: {alt}"
+        )
     p.screenshot(page.replace("/", "__"))
     p.assert_clean()
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_launch_buttons(page):
-    """Colab, Binder and download links point at this notebook in the repository."""
+    """Colab, Binder and download links point at this notebook in the
+    repository."""
     repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
     branch = CONFIG["repository"]["branch"]
     assert (ROOT / f"{page}.ipynb").exists()
     html = (HTML / f"{page}.html").read_text()
     hrefs = set(re.findall(r'href="([^"]+)"', html))
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{page}.ipynb"
-    binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{page}.ipynb"
+    binder = (
+        f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{page}.ipynb"
+    )
     assert colab in hrefs, f"no Colab link {colab}"
     assert binder in hrefs, f"no Binder link {binder}"
     download = f"../_sources/{page}.ipynb"
@@ -98,11 +84,26 @@ def test_search_finds_pages(book_page):
 
 def test_no_cdn_urls_in_built_pages():
     """Pages reference no third-party script, stylesheet or font."""
-    pattern = re.compile(r'<(script|link)[^>]+(src|href)="(https?:)?//(?!127\.0\.0\.1)[^"]+"')
+    pattern = re.compile(
+        r'<(script|link)[^>]+(src|href)="(https?:)?//(?!127\.0\.0\.1)[^"]+"'
+    )
     offenders = []
     for html in HTML.rglob("*.html"):
         for m in pattern.finditer(html.read_text(errors="replace")):
-            if m.group(1) == "link" and 'rel="stylesheet"' not in m.group(0) and "preload" not in m.group(0):
+            if (
+                m.group(1) == "link"
+                and 'rel="stylesheet"' not in m.group(0)
+                and "preload" not in m.group(0)
+            ):
                 continue
             offenders.append(f"{html.relative_to(HTML)}: {m.group(0)[:120]}")
     assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("page", chapter_params("nbval_text", PAGES))
+def test_no_test_markers_in_the_reading(book_page, page):
+    """nbval's markers are cell tags, never `# NBVAL_...` lines a reader sees."""
+    p = book_page(page + ".html")
+    text = p.page.locator("article").inner_text()
+    found = sorted(set(re.findall(r"NBVAL\w*", text, flags=re.IGNORECASE)))
+    assert not found, f"{page}: the page shows {found}"

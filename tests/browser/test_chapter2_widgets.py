@@ -2,19 +2,27 @@
 
 Every frame is in the widget state stored in the notebook; the page's widget
 manager and anywidget's front end (vendored) must render each stepper once
-and step through the frames on clicks alone.
+and step through the frames on clicks alone.  Every wait is on a state
+(Playwright's `expect` retries until it holds or times out), never a fixed
+time.
 """
 
+import re
+
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
 PAGE = "notebooks/02_topological_sort.html"
-EXPECTED_STEPPERS = 4  # topo sort, backward (relu example), backward + topo sort (neuron)
+EXPECTED_STEPPERS = (
+    4  # topo sort, backward (relu example), backward + topo sort (neuron)
+)
 
 
 def _state(stepper):
-    """What the reader sees: step index, highlighted (yellow) node, shown gradients."""
+    """What the reader sees: step index, highlighted (yellow) node, shown
+    gradients."""
     return {
         "index": stepper.get_attribute("data-index"),
         "caption": stepper.locator(".bl-stepper-caption").inner_text(),
@@ -25,24 +33,29 @@ def _state(stepper):
 
 def _highlighted(stepper):
     """Text of the value boxes drawn in the highlight colour."""
-    return stepper.evaluate("""el => Array.from(el.querySelectorAll('.bl-stepper-graph svg polygon[fill="#ffd54f"]'))
-        .map(p => Array.from(p.parentNode.querySelectorAll('text')).map(t => t.textContent).join(' '))""")
+    return stepper.evaluate(
+        """el => Array.from(el.querySelectorAll(
+            '.bl-stepper-graph svg polygon[fill="#ffd54f"]'))
+        .map(p => Array.from(p.parentNode.querySelectorAll('text'))
+            .map(t => t.textContent).join(' '))"""
+    )
 
 
 def test_steppers_render_once_and_step_without_a_kernel(book_page):
     bp = book_page(PAGE)
     page = bp.page
-    page.wait_for_selector(".bl-stepper", timeout=20_000)
-    page.wait_for_timeout(500)  # let every view finish rendering
+    bp.wait_for_widgets()  # every view on the page has rendered
     steppers = page.locator(".bl-stepper")
-    assert steppers.count() == EXPECTED_STEPPERS
+    expect(steppers).to_have_count(EXPECTED_STEPPERS)
     # exactly one stepper per widget output: no view rendered twice
     outputs = page.locator(".cell_output:has(.bl-stepper)")
     assert outputs.count() == EXPECTED_STEPPERS
     for k in range(outputs.count()):
         assert outputs.nth(k).locator(".bl-stepper").count() == 1
 
-    backward = page.locator(".bl-stepper").nth(1)  # BackwardStepper on relu(a*b + d)
+    backward = page.locator(".bl-stepper").nth(
+        1
+    )  # BackwardStepper on relu(a*b + d)
     backward.scroll_into_view_if_needed()
     assert "Backward pass" in backward.locator(".bl-stepper-title").inner_text()
     start = _state(backward)
@@ -51,49 +64,71 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     prev_button = backward.locator("button[data-action=prev]")
     for _ in range(3):
         next_button.click()
-    at3 = _state(backward)
-    assert at3["index"] == "3"
+    expect(backward).to_have_attribute("data-index", "3")
     assert _highlighted(backward) and "e" in _highlighted(backward)[0]
     next_button.click()
+    expect(backward).to_have_attribute("data-index", "4")
     at4 = _state(backward)
-    assert at4["index"] == "4"
-    assert _highlighted(backward) != [] and _highlighted(backward)[0] != "e"  # moved to d
+    assert (
+        _highlighted(backward) != [] and _highlighted(backward)[0] != "e"
+    )  # moved to d
     next_button.click()  # c = a * b pushes -3 and 2
+    expect(backward).to_have_attribute("data-index", "5")
     at5 = _state(backward)
     assert _highlighted(backward)[0].startswith("c")
     assert "grad -3.0000" in at5["graph"] and "grad -3.0000" not in at4["graph"]
     assert at5["info"] != at4["info"]
     bp.screenshot("chapter2_backward_step5", full_page=False)
-    backward.screenshot(path=str(bp.screenshot("chapter2_page", full_page=False).parent
-                                 / "chapter2_backward_stepper.png"))
+    backward.screenshot(
+        path=str(
+            bp.screenshot("chapter2_page", full_page=False).parent
+            / "chapter2_backward_stepper.png"
+        )
+    )
 
     prev_button.click()  # previous undoes the step
+    expect(backward).to_have_attribute("data-index", "4")
     assert _state(backward) == at4
 
     slider = backward.locator("input[type=range]")
     slider.focus()
     page.keyboard.press("End")  # the slider jumps to the last step
-    end = _state(backward)
-    assert end["index"] == "7" and "complete" in end["caption"]
+    expect(backward).to_have_attribute("data-index", "7")
+    assert "complete" in _state(backward)["caption"]
     assert backward.locator("button[data-action=next]").is_disabled()
-    box = slider.bounding_box()  # a click at the slider's middle jumps to a middle step
+    box = (
+        slider.bounding_box()
+    )  # a click at the slider's middle jumps to a middle step
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    assert 2 <= int(_state(backward)["index"]) <= 5
+    expect(backward).to_have_attribute("data-index", re.compile(r"^[2-5]$"))
     backward.locator("button[data-action=reset]").click()
-    assert _state(backward)["index"] == "0"
+    expect(backward).to_have_attribute("data-index", "0")
 
+    # Play advances on its own (one frame per 1200 ms interval): wait for the
+    # state, with room for a slow machine, not for a fixed time.
     play = backward.locator("button[data-action=play]")
     play.click()
-    page.wait_for_timeout(1500)
-    assert int(_state(backward)["index"]) >= 1
+    expect(play).to_have_attribute("aria-pressed", "true")
+    expect(backward).to_have_attribute(
+        "data-index", re.compile(r"^[1-7]$"), timeout=15_000
+    )
     play.click()  # pause
+    expect(play).to_have_attribute("aria-pressed", "false")
+    expect(play).to_have_text("Play")
 
     topo = page.locator(".bl-stepper").first
     topo.scroll_into_view_if_needed()
     topo.locator("button[data-action=next]").click()
     topo.locator("button[data-action=next]").click()
-    assert "visit e" in topo.locator(".bl-stepper-caption").inner_text()
-    assert "emit e" in topo.locator(".bl-stepper-info").inner_text()  # the stack grew
-    topo.screenshot(path=str(bp.screenshot("chapter2_page", full_page=False).parent
-                             / "chapter2_toposort_stepper.png"))
+    expect(topo).to_have_attribute("data-index", "2")
+    expect(topo.locator(".bl-stepper-caption")).to_contain_text("visit e")
+    expect(topo.locator(".bl-stepper-info")).to_contain_text(
+        "emit e"
+    )  # the stack grew
+    topo.screenshot(
+        path=str(
+            bp.screenshot("chapter2_page", full_page=False).parent
+            / "chapter2_toposort_stepper.png"
+        )
+    )
     bp.assert_clean()

@@ -1,4 +1,5 @@
-"""Every notebook runs as on Colab: alone, with the package installed by its own setup cell.
+"""Every notebook runs as on Colab: alone, with the package installed by its own
+setup cell.
 
 Each notebook is copied alone into an empty directory and executed top to
 bottom in a kernel whose Python sees the pinned requirements but *not*
@@ -6,19 +7,20 @@ bottom in a kernel whose Python sees the pinned requirements but *not*
 IPython stack (`colab_versions.txt`: ipywidgets 7.7, IPython 7.34, ...)
 installed in front of them; `BACKPROP_LESSONS_SOURCE` points at this checkout, so
 the setup cell must `%pip install` the package itself.  One throwaway
-environment serves all notebooks of a run: the first notebook installs the
-package into it and later ones find it installed (each still runs with no
-repository files around it).
+environment serves all notebooks of a test process: the first notebook
+installs the package into it and later ones find it installed (each still
+runs with no repository files around it).  Each test process installs from
+its own copy of the package's source: pip builds a source directory in place
+(it writes `*.egg-info` next to the code), and two xdist workers building the
+same checkout at once would race.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import site
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -34,47 +36,119 @@ COLAB_VERSIONS = Path(__file__).with_name("colab_versions.txt")
 
 @pytest.fixture(scope="session")
 def colab_env(tmp_path_factory):
-    """A venv that reaches the requirements through a .pth file, not the package."""
+    """A venv that reaches the requirements through a .pth file, not the
+    package."""
     env = tmp_path_factory.mktemp("colab-env")
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
     purelib = subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+        [
+            python,
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        text=True,
+    ).strip()
     # A plain path in a .pth file: the requirements' packages become importable,
     # but the .pth files inside that folder (the editable install of
     # backprop_lessons among them) are not processed.
-    (Path(purelib) / "requirements.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (Path(purelib) / "requirements.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n"
+    )
     # Colab's versions go into the env's own site-packages, which comes before
     # the .pth paths on sys.path; pip leaves the requirements' copies alone
     # ("outside environment") and takes missing dependencies from PyPI.
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-r", COLAB_VERSIONS], check=True)
-    pins = dict(line.split("==") for line in COLAB_VERSIONS.read_text().splitlines()
-                if line and not line.startswith("#"))
-    check = subprocess.run([python, "-c", "import importlib.util as u, importlib.metadata as m, json; "
-                            "print(json.dumps([u.find_spec('backprop_lessons') is None, "
-                            f"{{n: m.version(n) for n in {sorted(pins)!r}}}]))"],
-                           capture_output=True, text=True, check=True)
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            COLAB_VERSIONS,
+        ],
+        check=True,
+    )
+    pins = dict(
+        line.split("==")
+        for line in COLAB_VERSIONS.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    check = subprocess.run(
+        [
+            python,
+            "-c",
+            "import importlib.util as u, importlib.metadata as m, json; "
+            "print(json.dumps([u.find_spec('backprop_lessons') is None, "
+            f"{{n: m.version(n) for n in {sorted(pins)!r}}}]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(check.stdout) == [True, pins], check.stdout
     kernels = env / "share" / "jupyter" / "kernels" / KERNEL
     kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab-style check", "language": "python"}))
+    (kernels / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [
+                    str(python),
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
+                ],
+                "display_name": "Colab-style check",
+                "language": "python",
+            }
+        )
+    )
     return env
 
 
+@pytest.fixture(scope="session")
+def package_source(tmp_path_factory):
+    """A private copy of what pip needs to build the package (see the top)."""
+    source = tmp_path_factory.mktemp("package-source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "src",
+        source / "src",
+        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+    )
+    return source
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_alone(path, colab_env, tmp_path, monkeypatch):
+def test_notebook_runs_alone(
+    path, colab_env, package_source, tmp_path, monkeypatch
+):
     shutil.copy(path, tmp_path / path.name)
     monkeypatch.setenv("JUPYTER_PATH", str(colab_env / "share" / "jupyter"))
-    monkeypatch.setenv("BACKPROP_LESSONS_SOURCE", str(ROOT))
+    monkeypatch.setenv("BACKPROP_LESSONS_SOURCE", str(package_source))
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     nb = nbformat.read(tmp_path / path.name, as_version=4)
-    client = NotebookClient(nb, kernel_name=KERNEL, timeout=600,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb,
+        kernel_name=KERNEL,
+        timeout=600,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
-    spec = subprocess.run([colab_env / "bin" / "python", "-c",
-                           "import backprop_lessons; print(backprop_lessons.__file__)"],
-                          capture_output=True, text=True, check=True).stdout
-    assert str(colab_env) in spec, f"backprop_lessons was not installed into the Colab-style env: {spec}"
+    spec = subprocess.run(
+        [
+            colab_env / "bin" / "python",
+            "-c",
+            "import backprop_lessons; print(backprop_lessons.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(colab_env) in spec, (
+        f"backprop_lessons was not installed into the Colab-style env: {spec}"
+    )

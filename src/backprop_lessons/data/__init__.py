@@ -1,41 +1,19 @@
-"""Datasets generated in code (no downloads), seeded so every run is identical.
+"""Datasets generated in code or shipped with the package (no downloads),
+seeded so that every run is identical.  Each loader sits next to its data:
 
-    two_moons(n, noise, seed)   two interleaving half circles, labels 0 and 1
+    two_moons.py  two_moons(n, noise, seed): two interleaving half circles,
+                  plain Python lists for the scalar engine (chapters 2, 4)
+    spirals.py    spirals(n_per_class, K, noise, seed): K spiral arms as NumPy
+                  arrays (chapter 5)
+    corpus.py     load_corpus() -> the text of verses.txt, and CharVocab, its
+                  characters <-> token ids (chapters 6, 8)
+    names.py      load_names() -> the first names of names.txt, which microgpt
+                  learns to continue (chapter 6)
 """
 
-from __future__ import annotations
+from .corpus import CharVocab, load_corpus
+from .names import load_names
+from .spirals import spirals
+from .two_moons import two_moons
 
-import math
-import random
-
-__all__ = ["two_moons"]
-
-
-def two_moons(n: int = 100, noise: float = 0.1, seed: int = 0) -> tuple[list[list[float]], list[int]]:
-    """`n` points on two interleaving half circles, with Gaussian noise.
-
-    Returns `(X, y)`: `X` a list of `[x1, x2]` floats, `y` a list of labels
-    (0 for the upper moon, centred at (0, 0); 1 for the lower one, centred at
-    (1, 0.5)).  The same arguments always give the same points; the points
-    are shuffled so that the classes alternate at random.  Plain lists, so
-    they feed the scalar engine directly (`np.array(X)` for NumPy).
-    """
-    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-        raise ValueError(f"two_moons: n must be an int of at least 2, got {n!r}")
-    if not isinstance(noise, (int, float)) or isinstance(noise, bool) or noise < 0:
-        raise ValueError(f"two_moons: noise must be a number >= 0, got {noise!r}")
-    rng = random.Random(seed)
-    n_upper = n // 2
-    n_lower = n - n_upper
-    points = []
-    for i in range(n_upper):  # upper moon: the half circle (cos t, sin t), t in [0, pi]
-        t = math.pi * i / max(n_upper - 1, 1)
-        points.append(([math.cos(t), math.sin(t)], 0))
-    for i in range(n_lower):  # lower moon: (1 - cos t, 0.5 - sin t)
-        t = math.pi * i / max(n_lower - 1, 1)
-        points.append(([1.0 - math.cos(t), 0.5 - math.sin(t)], 1))
-    for xy, _ in points:
-        xy[0] += rng.gauss(0.0, noise)
-        xy[1] += rng.gauss(0.0, noise)
-    rng.shuffle(points)
-    return [xy for xy, _ in points], [label for _, label in points]
+__all__ = ["two_moons", "spirals", "load_corpus", "CharVocab", "load_names"]

@@ -1,1 +1,19 @@
-"""Self-checks of the exercises: functions that take the answer as an argument."""
+"""Self-checks of the exercises: functions that take the answer as an argument.
+
+One module per chapter topic (stable names, not chapter numbers):
+
+    value_nodes          scalar Value nodes
+    topological_sort     topological sort and the backward pass
+    forward_vs_reverse   forward mode vs reverse mode
+    matmul_vjp           the matmul VJP
+    mlp_by_hand          an MLP by hand
+    gpt_backward         a GPT's backward by hand
+    debugging_backward   debugging a backward pass
+    backprop_at_scale    backprop at scale
+    gpt2_full_size       GPT-2 at its real size
+
+Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
+yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
+`checking` holds the machinery they share.  Nothing here reads notebook
+globals: everything a check needs is an argument or built inside it.
+"""

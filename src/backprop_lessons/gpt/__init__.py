@@ -3,18 +3,38 @@
     layers      forward/backward pairs: encoder, layernorm, matmul, attention,
                 gelu, residual, crossentropy_softmax
     model       GPTConfig, PARAMETER_TABLE, init_params, gpt_forward, gpt_backward
-    checks      each layer's backward vs centered differences; CheckTable
+    checks      each layer's backward vs centered differences (a CheckTable)
     reference   the PyTorch twin (the only module here that imports torch)
     train       AdamW, seeded batches, the training loop, sampling
-    corpus      the character-level text shipped with the package
     scalar_gpt  the same model built from scalar Values (microgpt style)
+    micro       microgpt's model as NumPy forward/backward pairs
 
-Import `reference` explicitly when you want PyTorch: `from backprop_lessons.gpt import reference`.
+The text it trains on is in `backprop_lessons.data.corpus`.
+
+Import `reference` explicitly when you want PyTorch:
+`from backprop_lessons.gpt import reference`.
 """
 
-from .model import (PARAMETER_TABLE, GPTConfig, check_params, gpt_backward, gpt_forward,
-                    init_params, num_parameters, parameter_shapes)
-from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (chapter 9)
+from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (ch. 9)
+from .model import (
+    PARAMETER_TABLE,
+    GPTConfig,
+    check_params,
+    gpt_backward,
+    gpt_forward,
+    init_params,
+    num_parameters,
+    parameter_shapes,
+)
 
-__all__ = ["GPTConfig", "PARAMETER_TABLE", "parameter_shapes", "init_params", "num_parameters",
-           "check_params", "gpt_forward", "gpt_backward", "load_hf_gpt2"]
+__all__ = [
+    "GPTConfig",
+    "PARAMETER_TABLE",
+    "parameter_shapes",
+    "init_params",
+    "num_parameters",
+    "check_params",
+    "gpt_forward",
+    "gpt_backward",
+    "load_hf_gpt2",
+]

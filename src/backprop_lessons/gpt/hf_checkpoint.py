@@ -188,7 +188,8 @@ def _read_directory(path: Path) -> tuple[dict, dict]:
     tensors = {}
     for name in files:
         with safe_open(path / name, framework="np") as f:
-            tensors.update({key: f.get_tensor(key) for key in f.keys()})
+            keys = f.keys()  # a safe_open handle is not iterable
+            tensors.update({key: f.get_tensor(key) for key in keys})
     return hf, tensors
 
 
@@ -314,8 +315,11 @@ def compare_with_transformers(model, idx, targets, tolerances=None) -> CheckTabl
     import torch
     import torch.nn.functional as F
 
-    float64 = next(model.parameters()).dtype == torch.float64
-    dtype = np.float64 if float64 else np.float32
+    dtype = (
+        np.float64
+        if next(model.parameters()).dtype == torch.float64
+        else np.float32
+    )
     # transformers first; its gradients are copied out and dropped before the
     # book's model runs, so that two sets of gradients never sit next to two
     # sets of weights (124M parameters in float64: 1 GB each)
@@ -381,10 +385,10 @@ def format_against_tolerance(table: CheckTable, margin: float = 100.0) -> str:
     ]
     for r in table.rows:
         bound = r.tol / margin
-        error = f"< {bound:.0e}" if r.rel_err < bound else f"{r.rel_err:.1e}"
+        error = f"< {bound:.0e}" if r.rel_error < bound else f"{r.rel_error:.1e}"
         lines.append(
             f"{r.name:<{w}} | {str(r.shape):<{s}} | {error:>10} | "
-            f"{r.tol:>9.0e} | {'PASS' if r.ok else 'FAIL'}"
+            f"{r.tol:>9.0e} | {'PASS' if r.passed else 'FAIL'}"
         )
     return "\n".join(lines)
 

@@ -32,6 +32,7 @@ import numpy as np
 __all__ = [
     "encoder_forward", "encoder_backward",
     "layernorm_forward", "layernorm_backward",
+    "rmsnorm_forward", "rmsnorm_backward",
     "matmul_forward", "matmul_backward",
     "attention_forward", "attention_backward",
     "gelu_forward", "gelu_backward",
@@ -87,9 +88,13 @@ def layernorm_forward(inp, weight, bias, eps=LAYERNORM_EPS):
     the input's size.
     """
     mean = inp.mean(axis=-1, keepdims=True)                 # (B, T, 1)
-    var = inp.var(axis=-1, keepdims=True)                   # (B, T, 1)
+    out = inp - mean                                        # (B, T, C)
+    C = inp.shape[-1]
+    var = np.einsum("btc,btc->bt", out, out)[..., None] / C  # mean of squares
     rstd = 1.0 / np.sqrt(var + eps)                         # (B, T, 1)
-    out = (inp - mean) * rstd * weight + bias               # (B, T, C)
+    out *= rstd                                             # xhat
+    out *= weight
+    out += bias           # in place, (x - mean) * rstd * weight + bias
     return out, (inp, weight, mean, rstd)
 
 
@@ -107,15 +112,65 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
     (B, T) of dout.  dinp (B, T, C), dweight (C,), dbias (C,), dout (B, T, C).
     """
     inp, weight, mean, rstd = cache
-    xhat = (inp - mean) * rstd                    # (B, T, C), recomputed
+    xhat = inp - mean
+    xhat *= rstd                                  # (B, T, C), recomputed
     if dbias is not None:
         dbias += dout.sum(axis=(0, 1))
     if dweight is not None:
-        dweight += (dout * xhat).sum(axis=(0, 1))
+        dweight += np.einsum("btc,btc->c", dout, xhat)  # sum_bt dout * xhat
     if dinp is not None:
         g = dout * weight                                   # (B, T, C)
-        dinp += rstd * (g - g.mean(axis=-1, keepdims=True)
-                        - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+        C = g.shape[-1]
+        mean_gx = np.einsum("btc,btc->bt", g, xhat)[..., None] / C  # (B, T, 1)
+        g -= g.mean(axis=-1, keepdims=True)                 # g - mean(g)
+        xhat *= mean_gx
+        g -= xhat                         # g - mean(g) - xhat * mean(g xhat)
+        g *= rstd
+        dinp += g
+
+
+# ---- rmsnorm -----------------------------------------------------------------
+
+def rmsnorm_forward(inp, weight=None, eps=1e-5):
+    """out = x / sqrt(mean(x^2) + eps) * weight, over the last axis.
+
+    RMSNorm (Zhang and Sennrich, 2019) is layernorm without the mean and the
+    bias: it rescales, it does not recenter.  inp (B, T, C), weight (C,) or
+    None (no gain, as in microgpt) -> out (B, T, C).  The cache keeps inp,
+    weight and rstd = 1/sqrt(mean(x^2) + eps) (B, T, 1); xhat = x * rstd is
+    recomputed in the backward, as layernorm's is.
+    """
+    rstd = 1.0 / np.sqrt((inp * inp).mean(axis=-1, keepdims=True) + eps)
+    out = inp * rstd                                       # xhat, (B, T, C)
+    if weight is not None:
+        out *= weight
+    return out, (inp, weight, rstd)
+
+
+def rmsnorm_backward(dinp, dweight, dout, cache):
+    """Backward of rmsnorm: layernorm's formula without the path through the
+    mean.
+
+    With xhat = x * rstd and g = dout * weight (g = dout without a weight):
+    d rstd / d x_i = -rstd^3 x_i / C = -rstd^2 xhat_i / C, so
+
+        dx = rstd * (g - xhat * mean(g * xhat))
+
+    (the mean over the C channels is the path through mean(x^2)).
+    dweight = sum over (B, T) of dout * xhat.
+    dinp (B, T, C), dweight (C,) or None, dout (B, T, C).
+    """
+    inp, weight, rstd = cache
+    C = inp.shape[-1]
+    if dweight is not None and weight is None:
+        raise ValueError("rmsnorm_backward: got a dweight buffer, but the "
+                         "forward had no weight (weight=None)")
+    xhat = inp * rstd                   # (B, T, C), recomputed (see the forward)
+    if dweight is not None:
+        dweight += (dout * xhat).reshape(-1, C).sum(axis=0)          # (C,)
+    if dinp is not None:
+        g = dout if weight is None else dout * weight               # (B, T, C)
+        dinp += rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
 
 
 # ---- matmul (a linear layer) --------------------------------------------------
@@ -162,7 +217,7 @@ def _split_heads(x, NH):
     return x.reshape(B, T, NH, C // NH).transpose(0, 2, 1, 3)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _causal_mask(T, dtype):
     """(T, T): 0 where position t may look at t2 (t2 <= t), -inf above the
     diagonal.  Made once per (T, dtype) and shared, so it is read-only."""
@@ -222,8 +277,9 @@ def attention_backward(dinp, dout, cache):
     ds = dy @ v.swapaxes(-1, -2)          # datt (B, NH, T, T), ds in place:
     ds -= np.einsum("...j,...j->...", ds, att)[..., None]  # - sum_j datt att
     ds *= att
-    dq += (ds @ k) / math.sqrt(hs)
-    dk += (ds.swapaxes(-1, -2) @ q) / math.sqrt(hs)
+    ds /= math.sqrt(hs)             # the scores' 1/sqrt(hs), once for both
+    dq += ds @ k
+    dk += ds.swapaxes(-1, -2) @ q
 
 
 # ---- GELU (tanh approximation) ------------------------------------------------
@@ -238,11 +294,20 @@ def gelu_forward(inp):
     inp (B, T, 4C) -> out (B, T, 4C).  The cache keeps inp and tanh(u), so
     that the backward does not compute the tanh again: one more (B, T, 4C)
     array of memory for less time (llm.c keeps only inp and recomputes).
-    x * x * x, not x**3: NumPy's power with a float exponent is several
-    times slower than two multiplications.
+    x * x, not x**2: NumPy's power with a float exponent is several times
+    slower than a multiplication.
     """
-    tanh_u = np.tanh(GELU_SCALE * (inp + GELU_CUBIC * inp * inp * inp))
-    out = 0.5 * inp * (1.0 + tanh_u)
+    # In place through two arrays, as the backward is (see there): u is built
+    # as sqrt(2/pi) x (1 + 0.044715 x^2) and overwritten by its tanh.
+    tanh_u = inp * inp                      # x^2
+    tanh_u *= GELU_CUBIC
+    tanh_u += 1.0
+    tanh_u *= inp
+    tanh_u *= GELU_SCALE                    # u
+    np.tanh(tanh_u, out=tanh_u)             # tanh u
+    out = tanh_u + 1.0
+    out *= inp
+    out *= 0.5                              # 0.5 x (1 + tanh u)
     return out, (inp, tanh_u)
 
 

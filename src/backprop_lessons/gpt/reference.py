@@ -1,10 +1,13 @@
-"""A PyTorch twin of the hand-written GPT, built from the same parameter dict, for checking.
+"""A PyTorch twin of the hand-written GPT, built from the same parameter dict,
+for checking.
 
 `torch_forward_backward(params, config, idx, targets)` copies every NumPy
 parameter into a leaf tensor (same dtype), runs the same model with
-PyTorch's own functions (`F.layer_norm`, `F.linear`, `F.gelu(approximate="tanh")`,
-`softmax`, `F.cross_entropy`; attention written out as in nanoGPT), lets autograd compute the gradients and returns `(loss, grads)` as NumPy.
-`compare_with_torch` puts the two side by side in a `CheckTable`.
+PyTorch's own functions (`F.layer_norm`, `F.linear`,
+`F.gelu(approximate="tanh")`, `softmax`, `F.cross_entropy`; attention written
+out as in nanoGPT), lets autograd compute the gradients and returns
+`(loss, grads)` as NumPy.
+`compare_gpt_with_torch` puts the two side by side in a `gradcheck.CheckTable`.
 
 This is the only module of `backprop_lessons.gpt` that imports torch; the
 model itself never does.  It is an independent implementation: none of the
@@ -19,14 +22,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checks import CheckTable, compare_arrays
+from ..gradcheck import CheckTable, compare_arrays
 from .layers import LAYERNORM_EPS
 from .model import GPTConfig, check_params, gpt_backward, gpt_forward
 
-__all__ = ["torch_gpt_block", "torch_gpt_loss", "torch_forward_backward", "compare_with_torch",
-           "DEFAULT_TOLERANCES"]
+__all__ = [
+    "torch_gpt_block",
+    "torch_gpt_loss",
+    "torch_forward_backward",
+    "compare_gpt_with_torch",
+    "DEFAULT_TOLERANCES",
+]
 
-# Largest relative error that passes, per dtype; a name not listed uses "default".
+# Relative error a row must stay below, per dtype; other names use "default".
 # float32 differs by summation order (BLAS kernels, fused ops), not by bugs;
 # the embedding gradients sum the most terms.
 DEFAULT_TOLERANCES = {
@@ -35,30 +43,38 @@ DEFAULT_TOLERANCES = {
 }
 
 
-def torch_gpt_block(x: torch.Tensor, tp: dict, config: GPTConfig,
-                    l: int) -> torch.Tensor:
+def torch_gpt_block(
+    x: torch.Tensor, tp: dict, config: GPTConfig, l: int
+) -> torch.Tensor:
     """Transformer block `l`: x (B, T, C) -> (B, T, C), pre-norm, as in
     `layers`."""
     B, T, C = x.shape
     NH = config.n_head
     hs = C // NH
-    mask = torch.ones(T, T, dtype=torch.bool).tril()        # (T, T)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
     h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
-    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])         # (B, T, 3C)
-    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2)
-               for t in qkv.split(C, dim=2))                # (B, NH, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)         # (B, NH, T, T)
+    qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])  # (B, T, 3C)
+    q, k, v = (
+        t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2)
+    )  # (B, NH, T, hs)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, NH, T, T)
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)          # (B, T, C)
+    y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
     x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
     h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
-    h = F.gelu(F.linear(h, tp["fcw"][l], tp["fcb"][l]),
-               approximate="tanh")                          # (B, T, 4C)
+    h = F.gelu(
+        F.linear(h, tp["fcw"][l], tp["fcb"][l]), approximate="tanh"
+    )  # (B, T, 4C)
     return x + F.linear(h, tp["fcprojw"][l], tp["fcprojb"][l])
 
 
-def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor,
-                   targets: torch.Tensor, run_block=torch_gpt_block):
+def torch_gpt_loss(
+    tp: dict,
+    config: GPTConfig,
+    idx: torch.Tensor,
+    targets: torch.Tensor,
+    run_block=torch_gpt_block,
+):
     """The model's loss from torch tensors `tp` (same names as the NumPy params).
 
     Each block is computed by `run_block(x, tp, config, l)`; chapter 8 passes
@@ -68,29 +84,35 @@ def torch_gpt_loss(tp: dict, config: GPTConfig, idx: torch.Tensor,
     """
     B, T = idx.shape
     C = config.n_embd
-    x = tp["wte"][idx] + tp["wpe"][:T]                      # (B, T, C)
+    x = tp["wte"][idx] + tp["wpe"][:T]  # (B, T, C)
     for l in range(config.n_layer):
         x = run_block(x, tp, config, l)
     x = F.layer_norm(x, (C,), tp["lnfw"], tp["lnfb"], LAYERNORM_EPS)
-    logits = x @ tp.get("lm_head", tp["wte"]).T             # (B, T, V), tied
+    logits = x @ tp.get("lm_head", tp["wte"]).T  # (B, T, V), tied
     return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
 
 
 def torch_forward_backward(params, config: GPTConfig, idx, targets):
-    """(loss, grads) computed by PyTorch autograd on copies of `params` (same dtype)."""
+    """(loss, grads) computed by PyTorch autograd on copies of `params` (same
+    dtype)."""
     check_params(params, config)
     tp = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
-    idx_t, targets_t = torch.as_tensor(np.asarray(idx)), torch.as_tensor(np.asarray(targets))
+    idx_t, targets_t = (
+        torch.as_tensor(np.asarray(idx)),
+        torch.as_tensor(np.asarray(targets)),
+    )
     loss = torch_gpt_loss(tp, config, idx_t.long(), targets_t.long())
     loss.backward()
     return loss.item(), {name: t.grad.numpy() for name, t in tp.items()}
 
 
-def compare_with_torch(params, config: GPTConfig, idx, targets, tolerances=None) -> CheckTable:
-    """The hand-written loss and gradients next to PyTorch's, parameter by parameter.
+def compare_gpt_with_torch(
+    params, config: GPTConfig, idx, targets, tolerances=None
+) -> CheckTable:
+    """The hand-written loss and gradients next to PyTorch's, by parameter.
 
-    `tolerances`: name -> largest relative error that passes ("default" for
-    the rest); by default DEFAULT_TOLERANCES for the parameters' dtype.
+    `tolerances`: name -> relative error that must not be reached ("default"
+    for the rest); by default DEFAULT_TOLERANCES for the parameters' dtype.
     """
     dtype = np.dtype(params["wte"].dtype).name
     tol = dict(DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"]))
@@ -99,8 +121,13 @@ def compare_with_torch(params, config: GPTConfig, idx, targets, tolerances=None)
     grads = gpt_backward(params, config, cache)
     ref_loss, ref_grads = torch_forward_backward(params, config, idx, targets)
     table = CheckTable(f"hand-written backward vs PyTorch autograd ({dtype})")
-    table.rows.append(compare_arrays("loss", loss, ref_loss, tol.get("loss", tol["default"])))
+    table.rows.append(
+        compare_arrays("loss", loss, ref_loss, tol.get("loss", tol["default"]))
+    )
     for name in params:  # the order of PARAMETER_TABLE
-        table.rows.append(compare_arrays(name, grads[name], ref_grads[name],
-                                         tol.get(name, tol["default"])))
+        table.rows.append(
+            compare_arrays(
+                name, grads[name], ref_grads[name], tol.get(name, tol["default"])
+            )
+        )
     return table

@@ -23,31 +23,55 @@ import math
 
 import numpy as np
 
+from ..numerics import instance_of, token_ids
 from ..scalar import Value
 from .layers import GELU_CUBIC, GELU_SCALE, LAYERNORM_EPS
-from .model import GPTConfig
+from .model import BLOCK_PARAMETERS, GPTConfig
 
 __all__ = ["scalar_params", "scalar_gradients", "scalar_gpt_loss"]
 
 
 def scalar_params(params) -> dict:
-    """Each array of `params` as nested lists of Values (same nesting as the array's shape)."""
+    """Each array of `params` as nested lists of Values (same nesting as the
+    array's shape)."""
+    instance_of("scalar_params", "params", params, dict)
+
     def wrap(a):
         return [wrap(x) for x in a] if isinstance(a, list) else Value(float(a))
-    return {name: wrap(np.asarray(p, np.float64).tolist()) for name, p in params.items()}
+
+    return {
+        name: wrap(np.asarray(p, np.float64).tolist())
+        for name, p in params.items()
+    }
 
 
 def scalar_gradients(sparams) -> dict[str, np.ndarray]:
-    """The `.grad` of every Value of `sparams`, as float64 arrays under the same names."""
+    """The `.grad` of every Value of `sparams`, as float64 arrays under the
+    same names."""
+    instance_of("scalar_gradients", "sparams", sparams, dict)
+
     def grads(a):
         return [grads(x) for x in a] if isinstance(a, list) else a.grad
-    return {name: np.array(grads(p), dtype=np.float64) for name, p in sparams.items()}
+
+    return {
+        name: np.array(grads(p), dtype=np.float64) for name, p in sparams.items()
+    }
+
+
+# ---- the layers, one number at a time ---------------------------------------
+# x is a list of C Values (one position); w a list of rows of Values.
 
 
 def linear(x, w, b=None):
-    """[b_i + sum_j w_ij x_j for every row i]: x a list of C Values, w OC rows of C Values."""
-    return [sum((wi * xi for wi, xi in zip(row, x)), b[i] if b is not None else 0.0)
-            for i, row in enumerate(w)]
+    """w x + b: out_i = b_i + sum_j w_ij x_j for every row i of w (the sum
+    starts at 0.0 without a bias)."""
+    out = []
+    for i, row in enumerate(w):
+        total = b[i] if b is not None else 0.0
+        for w_ij, x_j in zip(row, x):
+            total = total + w_ij * x_j
+        out.append(total)
+    return out
 
 
 def layernorm(x, w, b):
@@ -61,7 +85,11 @@ def layernorm(x, w, b):
 
 def gelu(x):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for each Value of x."""
-    return [0.5 * xi * (1.0 + (GELU_SCALE * (xi + GELU_CUBIC * xi ** 3)).tanh()) for xi in x]
+    out = []
+    for xi in x:
+        inner = GELU_SCALE * (xi + GELU_CUBIC * xi**3)
+        out.append(0.5 * xi * (1.0 + inner.tanh()))
+    return out
 
 
 def softmax(scores):
@@ -72,46 +100,74 @@ def softmax(scores):
     return [e / total for e in exps]
 
 
+def attention(qkv, t: int, n_head: int):
+    """Position t's output (C Values) from the qkv rows (3C Values each) of
+    positions 0..t: per head, softmax(q . k / sqrt(hs)) weights the values."""
+    C = len(qkv[t]) // 3
+    hs = C // n_head
+    y = []
+    for h in range(n_head):
+        q = qkv[t][h * hs : (h + 1) * hs]
+        scores = []
+        for s in range(t + 1):  # causal: only the positions up to t
+            k = qkv[s][C + h * hs : C + (h + 1) * hs]
+            dot = sum(qi * ki for qi, ki in zip(q, k))
+            scores.append(dot * (1.0 / math.sqrt(hs)))
+        att = softmax(scores)
+        for i in range(hs):
+            v_i = [qkv[s][2 * C + h * hs + i] for s in range(t + 1)]
+            y.append(sum(a * v for a, v in zip(att, v_i)))
+    return y
+
+
+# ---- the model ---------------------------------------------------------------
+
+
+def _check_sequence(config: GPTConfig, idx, targets) -> tuple[list, list]:
+    """idx and targets as lists of token ids in [0, V), of one length in
+    [1, block_size], or a ValueError/TypeError naming scalar_gpt_loss."""
+    op = "scalar_gpt_loss"
+    V = instance_of(op, "config", config, GPTConfig).vocab_size
+    idx = token_ids(op, "idx", idx, V, min_size=1)
+    targets = token_ids(op, "targets", targets, V, min_size=1)
+    if (
+        idx.ndim != 1
+        or idx.shape != targets.shape
+        or len(idx) > config.block_size
+    ):
+        raise ValueError(
+            f"{op}: need 1-D idx and targets of one length <= block_size="
+            f"{config.block_size}, got shapes {idx.shape} and {targets.shape}"
+        )
+    return idx.tolist(), targets.tolist()
+
+
 def scalar_gpt_loss(sparams, config: GPTConfig, idx, targets) -> Value:
     """Mean cross-entropy of the model on one sequence idx (T,) with targets
     (T,), as a Value."""
-    T, C, NH = len(idx), config.n_embd, config.n_head
-    if T > config.block_size or len(targets) != T:
-        raise ValueError(f"scalar_gpt_loss: need len(idx) == len(targets) "
-                         f"<= block_size={config.block_size}, "
-                         f"got {len(idx)} and {len(targets)}")
-    hs = C // NH
+    idx, targets = _check_sequence(config, idx, targets)
+    T, NH = len(idx), config.n_head
     p = sparams
-    xs = [[a + b for a, b in zip(p["wte"][tok], p["wpe"][t])]
-          for t, tok in enumerate(idx)]                     # T x C
+    xs = []  # xs[t]: the residual stream at position t, C Values
+    for t, token in enumerate(idx):
+        xs.append([a + b for a, b in zip(p["wte"][token], p["wpe"][t])])
     for l in range(config.n_layer):
-        qkv = [linear(layernorm(x, p["ln1w"][l], p["ln1b"][l]),
-                      p["qkvw"][l], p["qkvb"][l])
-               for x in xs]                                 # T x 3C
-        ys = []
-        for t in range(T):                                  # causal: t2 <= t
-            y = []
-            for h in range(NH):
-                q = qkv[t][h * hs:(h + 1) * hs]
-                scores = [sum(qi * ki for qi, ki
-                              in zip(q, qkv[t2][C + h * hs:C + (h + 1) * hs]))
-                          * (1.0 / math.sqrt(hs)) for t2 in range(t + 1)]
-                att = softmax(scores)
-                y += [sum(a * qkv[t2][2 * C + h * hs + i]
-                          for t2, a in enumerate(att))
-                      for i in range(hs)]
-            ys.append(y)                                    # T x C
-        xs = [[a + b for a, b in zip(x, linear(y, p["attprojw"][l],
-                                               p["attprojb"][l]))]
-              for x, y in zip(xs, ys)]
-        xs = [[a + b for a, b in zip(x, linear(
-                  gelu(linear(layernorm(x, p["ln2w"][l], p["ln2b"][l]),
-                              p["fcw"][l], p["fcb"][l])),
-                  p["fcprojw"][l], p["fcprojb"][l]))]
-              for x in xs]
+        w = {name: p[name][l] for name in BLOCK_PARAMETERS}  # block l's weights
+        qkv = []  # T x 3C, from the stream before this block
+        for x in xs:
+            ln1 = layernorm(x, w["ln1w"], w["ln1b"])
+            qkv.append(linear(ln1, w["qkvw"], w["qkvb"]))
+        for t in range(T):
+            atty = attention(qkv, t, NH)
+            attproj = linear(atty, w["attprojw"], w["attprojb"])
+            xs[t] = [a + b for a, b in zip(xs[t], attproj)]  # residual
+        for t in range(T):
+            ln2 = layernorm(xs[t], w["ln2w"], w["ln2b"])
+            fch = linear(ln2, w["fcw"], w["fcb"])
+            fcproj = linear(gelu(fch), w["fcprojw"], w["fcprojb"])
+            xs[t] = [a + b for a, b in zip(xs[t], fcproj)]  # residual
     losses = []
     for x, target in zip(xs, targets):
-        # V, tied head
-        logits = linear(layernorm(x, p["lnfw"], p["lnfb"]), p["wte"])
+        logits = linear(layernorm(x, p["lnfw"], p["lnfb"]), p["wte"])  # V, tied
         losses.append(-softmax(logits)[int(target)].log())
     return sum(losses) * (1.0 / T)

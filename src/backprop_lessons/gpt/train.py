@@ -20,28 +20,48 @@ import math
 
 import numpy as np
 
-from .corpus import CharVocab
+from ..data.corpus import CharVocab
+from ..numerics import (
+    instance_of,
+    positive_int,
+    real_number,
+    softmax,
+    token_ids,
+)
 from .model import GPTConfig, gpt_backward, gpt_forward
 
 __all__ = ["get_batch", "AdamW", "DECAYED", "train", "sample"]
 
 
-def get_batch(data: np.ndarray, block_size: int, batch_size: int, rng: np.random.Generator):
-    """`batch_size` random windows of the token array `data`: inputs x and targets y = x shifted by one.
+def get_batch(data: np.ndarray, block_size: int, batch_size: int, rng):
+    """`batch_size` random windows of the token array `data`: inputs x and
+    targets y = x shifted by one.
 
-    data (N,) int -> x (B, T), y (B, T) with T = block_size and y[b, t] = data[start_b + t + 1].
+    data (N,) int -> x (B, T), y (B, T) with T = block_size and
+    y[b, t] = data[start_b + t + 1]; `rng` is a numpy.random.Generator.
     """
+    data = token_ids("get_batch", "data", data)
+    block_size = positive_int("get_batch", "block_size", block_size)
+    batch_size = positive_int("get_batch", "batch_size", batch_size)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "get_batch: rng must be a numpy.random.Generator "
+            f"(np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     if data.ndim != 1 or len(data) < block_size + 1:
-        raise ValueError(f"get_batch: data must be a 1-d token array longer than block_size="
-                         f"{block_size}, got shape {data.shape}")
+        raise ValueError(
+            "get_batch: data must be a 1-d token array longer than "
+            f"block_size={block_size}, got shape {data.shape}"
+        )
     starts = rng.integers(0, len(data) - block_size, size=batch_size)  # (B,)
-    offsets = np.arange(block_size)                                    # (T,)
-    x = data[starts[:, None] + offsets]                                # (B, T)
-    y = data[starts[:, None] + offsets + 1]                            # (B, T)
+    offsets = np.arange(block_size)  # (T,)
+    x = data[starts[:, None] + offsets]  # (B, T)
+    y = data[starts[:, None] + offsets + 1]  # (B, T)
     return x, y
 
 
-# Weight decay only on the matrices (as nanoGPT does), not on biases or layernorm gains.
+# Weight decay only on the matrices (as nanoGPT does), not on biases or
+# layernorm gains.
 DECAYED = frozenset({"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"})
 
 
@@ -52,58 +72,56 @@ class AdamW:
     For each parameter p with gradient g, at step t = 1, 2, ...:
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
         p -= lr * ( m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps)  +  wd * p )
-    with wd applied only to the names in DECAYED.  The moments m and v are
-    kept per parameter name, in the parameters' dtype; they start at zero and,
-    as in torch.optim, are created by the first step.
+    with wd applied only to the names in DECAYED.  The moments m and v of
+    every parameter in `params` start at zero, in the parameter's dtype.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
-                 weight_decay=0.1):
-        self.lr, self.beta1, self.beta2 = lr, betas[0], betas[1]
+    def __init__(
+        self, params, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1
+    ):
+        self.lr, (self.beta1, self.beta2) = lr, betas
         self.eps, self.weight_decay = eps, weight_decay
-        self.m, self.v = {}, {}  # name -> array, filled by the first step
+        self.m = {name: np.zeros_like(p) for name, p in params.items()}
+        self.v = {name: np.zeros_like(p) for name, p in params.items()}
         self.t = 0
 
     def step(self, params, grads) -> None:
         """Update every parameter, and its moments m and v, in place from its
-        gradient.
-
-        The formula of the class docstring, in torch.optim.AdamW's order of
-        operations: p *= 1 - lr wd; then
-        p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-        One scratch array per parameter holds each intermediate in turn.
-        """
+        gradient: the formula of the class docstring, in torch.optim.AdamW's
+        order of operations (p *= 1 - lr wd first)."""
+        if set(grads) != set(self.m) or set(params) != set(self.m):
+            raise ValueError(
+                "AdamW.step: params and grads must have the names the optimizer "
+                f"was made for, {sorted(self.m)}; got params {sorted(params)} "
+                f"and grads {sorted(grads)}"
+            )
         self.t += 1
-        b1, b2, lr = self.beta1, self.beta2, self.lr
-        step_size = lr / (1 - b1 ** self.t)         # lr with m's bias correction
-        v_correction = math.sqrt(1 - b2 ** self.t)  # sqrt of v's bias correction
+        b1, b2, lr, wd = self.beta1, self.beta2, self.lr, self.weight_decay
+        step_size = lr / (1 - b1**self.t)  # lr with m's bias correction
+        v_correction = math.sqrt(1 - b2**self.t)  # sqrt of v's bias correction
         for name, p in params.items():
-            if name not in self.m:
-                # first step (made now, they sit in memory above this step's
-                # arrays and keep the C library from returning that memory to
-                # the system)
-                self.m[name], self.v[name] = np.zeros_like(p), np.zeros_like(p)
             g, m, v = grads[name], self.m[name], self.v[name]
-            tmp = g * (1 - b1)
             m *= b1
-            m += tmp                                # m = b1 m + (1 - b1) g
-            np.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
+            m += (1 - b1) * g  # m = b1 m + (1 - b1) g
             v *= b2
-            v += tmp                                # v = b2 v + (1 - b2) g^2
-            if name in DECAYED and self.weight_decay:
-                p *= 1 - lr * self.weight_decay     # decoupled weight decay
-            np.sqrt(v, out=tmp)
-            tmp /= v_correction
-            tmp += self.eps                         # sqrt(v_hat) + eps
-            np.divide(m, tmp, out=tmp)
-            tmp *= step_size                # lr * m_hat / (sqrt(v_hat) + eps)
-            p -= tmp
+            v += (1 - b2) * (g * g)  # v = b2 v + (1 - b2) g^2
+            if name in DECAYED and wd:
+                p *= 1 - lr * wd  # decoupled weight decay
+            # p -= lr m_hat / (sqrt(v_hat) + eps), bracketed as torch does it
+            p -= step_size * (m / (np.sqrt(v) / v_correction + self.eps))
 
 
-def train(params, config: GPTConfig, data: np.ndarray, steps: int,
-          batch_size: int = 16, lr: float = 3e-3, weight_decay: float = 0.0,
-          seed: int = 0, optimizer=None) -> list[float]:
+def train(
+    params,
+    config: GPTConfig,
+    data: np.ndarray,
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    optimizer=None,
+) -> list[float]:
     """`steps` AdamW steps on random batches of `data` (token ids); returns
     every step's loss.
 
@@ -119,36 +137,49 @@ def train(params, config: GPTConfig, data: np.ndarray, steps: int,
         grads = gpt_backward(params, config, cache)
         opt.step(params, grads)
         losses.append(loss)
-        # free this step's arrays now, not during the next forward
+        # drop this step's activations before the next forward makes its own:
+        # the peak memory is then one step's, not two
         del cache, grads
     return losses
 
 
-def sample(params, config: GPTConfig, vocab: CharVocab, prompt: str = "\n", n_chars: int = 200,
-           temperature: float = 1.0, seed: int = 0) -> str:
-    """Continue `prompt` by `n_chars` characters drawn one at a time from the model.
+def sample(
+    params,
+    config: GPTConfig,
+    vocab: CharVocab,
+    prompt: str = "\n",
+    n_chars: int = 200,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> str:
+    """Continue `prompt` by `n_chars` characters drawn one at a time from the
+    model.
 
     Each step runs the model on the last block_size tokens and draws the next
     one from softmax(logits / temperature) of the last position (in float64,
     with a seeded generator); temperature 0 takes the most likely token.
     Returns the prompt followed by the new characters.
     """
-    if not prompt:
+    instance_of("sample", "config", config, GPTConfig)
+    instance_of("sample", "vocab", vocab, CharVocab)
+    if not isinstance(prompt, str) or not prompt:
         raise ValueError("sample: the prompt must hold at least one character")
+    temperature = real_number("sample", "temperature", temperature)
     if temperature < 0:
         raise ValueError(f"sample: temperature must be >= 0, got {temperature}")
+    n_chars = positive_int("sample", "n_chars", n_chars, minimum=0)
     rng = np.random.default_rng(seed)
     ids = list(vocab.encode(prompt))
     for _ in range(n_chars):
-        context = np.array(ids[-config.block_size:])[None, :]              # (1, T)
+        context = np.array(ids[-config.block_size :])[None, :]  # (1, T)
         _, cache = gpt_forward(params, config, context)
-        logits = cache["logits"][0, -1].astype(np.float64)                 # (V,)
+        logits = cache["logits"][0, -1].astype(np.float64)  # (V,)
         if temperature == 0:
             ids.append(int(np.argmax(logits)))
             continue
-        z = logits / temperature
-        probs = np.exp(z - z.max())
-        probs /= probs.sum()
-        ids.append(int(min(np.searchsorted(np.cumsum(probs), rng.random(), side="right"),
-                           len(probs) - 1)))
+        probs = softmax(logits / temperature)  # (V,)
+        # the first token whose cumulative probability passes a uniform draw
+        # (min: rounding may leave the total a hair below the draw)
+        i = np.searchsorted(np.cumsum(probs), rng.random(), side="right")
+        ids.append(int(min(i, len(probs) - 1)))
     return vocab.decode(ids)

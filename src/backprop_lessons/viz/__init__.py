@@ -1,8 +1,16 @@
-"""Drawing: computation graphs with graphviz, plots with matplotlib.
+"""Drawing: computation graphs with graphviz (`graph`), figures with matplotlib
+(`plots`).
+
+    draw_graph, require_dot   graph.py: a scalar graph as a graphviz drawing
+    plots                     plots.py: figures sized for the book's text
+                              column, one class palette for every chapter,
+                              ratio bars on log axes (matplotlib, imported
+                              only when a plot is made)
 
 `viz` may import the engines; no engine imports `viz`.
 """
 
+from . import plots
 from .graph import draw_graph, require_dot
 
-__all__ = ["draw_graph", "require_dot"]
+__all__ = ["draw_graph", "require_dot", "plots"]

@@ -1,4 +1,5 @@
-"""Interactive steppers that work in Jupyter, in Colab and in the static book.
+"""Interactive steppers and self-checks that work in Jupyter, in Colab and in the
+static book.
 
 Every frame (an SVG drawing of the graph plus a short HTML explanation) is
 computed in Python when the widget is built and stored in the widget's state.
@@ -9,11 +10,26 @@ trait `index`, so Python can drive a live widget too.
 
     BackwardStepper   the chain rule applied node by node in reverse order
     TopoSortStepper   the depth-first search that builds the order
+    NumberCheck       a question with a numeric answer, checked in the browser
+    ChoiceCheck       a multiple-choice question, checked in the browser
+
+The self-checks work the same way: question, answer and feedback are in the
+widget's state and `selfcheck.js` judges the reader's answer on the page.
 
 `widgets` may import the engines and `viz`; no engine imports `widgets`.
 """
 
 from .backward import BackwardStepper, backward_frames
+from .selfcheck import ChoiceCheck, NumberCheck, SelfCheck, Verdict
 from .toposort import TopoSortStepper, toposort_frames
 
-__all__ = ["BackwardStepper", "TopoSortStepper", "backward_frames", "toposort_frames"]
+__all__ = [
+    "BackwardStepper",
+    "TopoSortStepper",
+    "backward_frames",
+    "toposort_frames",
+    "NumberCheck",
+    "ChoiceCheck",
+    "SelfCheck",
+    "Verdict",
+]

@@ -18,12 +18,20 @@ from __future__ import annotations
 
 from ..scalar import Value, topological_order
 from ..viz.graph import HIGHLIGHT, RECEIVED
-from .stepper import (FrameStepper, check_size, chips, draw_frame, esc, legend_html, num,
-                      value_names)
+from .stepper import (
+    FrameStepper,
+    check_size,
+    chips,
+    draw_frame,
+    esc,
+    legend_html,
+    num,
+    value_names,
+)
 
 __all__ = ["BackwardStepper", "backward_frames"]
 
-RECEIVING = "#ffccbc"   # inputs receiving a contribution in this step
+RECEIVING = "#ffccbc"  # inputs receiving a contribution in this step
 
 _LEGEND = [
     (HIGHLIGHT, "node being processed: its gradient is complete"),
@@ -32,19 +40,29 @@ _LEGEND = [
 ]
 
 
-def _draw(root, order, names, grads, current=None, receiving=(), done=(), digits=4) -> str:
+def _draw(
+    root, order, names, grads, current=None, receiving=(), done=(), digits=4
+) -> str:
     """SVG of the graph with the given gradients; colours as in the legend."""
     fills = {id(v): RECEIVED for v in order if id(v) in done}
-    fills.update({i: RECEIVING for i in receiving})
+    fills.update(dict.fromkeys(receiving, RECEIVING))
     op_fills = {}
     if current is not None:
         fills[id(current)] = op_fills[id(current)] = HIGHLIGHT
-    return draw_frame(root, order, names, fills=fills, grads=grads, op_fills=op_fills,
-                      digits=digits)
+    return draw_frame(
+        root,
+        order,
+        names,
+        fills=fills,
+        grads=grads,
+        op_fills=op_fills,
+        digits=digits,
+    )
 
 
 def _formula(node, names) -> str:
-    """`c * d`, `relu(e)`, `x**2`: how a value was computed, in its inputs' names."""
+    """`c * d`, `relu(e)`, `x**2`: how a value was computed, in its inputs'
+    names."""
     ins = [esc(names[id(c)]) for c in node._children]
     op = esc(node._op)
     if len(ins) == 2:
@@ -58,14 +76,19 @@ def _grads_html(order, names, grads, changed) -> str:
     items = []
     for v in order:
         cls = ' class="bl-changed"' if id(v) in changed else ""
-        items.append(f"<span{cls}>{esc(names[id(v)])} <b>{num(grads[id(v)])}</b></span>")
+        items.append(
+            f"<span{cls}>{esc(names[id(v)])} <b>{num(grads[id(v)])}</b></span>"
+        )
     return chips(items)
 
 
 def backward_frames(root: Value, digits: int = 4) -> list[dict]:
     """All frames of the backward pass from `root` (see the module docstring)."""
     if not isinstance(root, Value):
-        raise TypeError(f"BackwardStepper: expected a Value as the root, got {type(root).__name__}")
+        raise TypeError(
+            "BackwardStepper: expected a Value as the root, got "
+            f"{type(root).__name__}"
+        )
     order = topological_order(root)
     check_size(order, "BackwardStepper")
     names = value_names(order)
@@ -73,31 +96,44 @@ def backward_frames(root: Value, digits: int = 4) -> list[dict]:
     grads = {id(v): 0.0 for v in order}
     frames = []
 
-    def frame(caption, html, node=None, updates=(), current=None, receiving=(), done=()):
+    def frame(
+        caption, html, node=None, updates=(), current=None, receiving=(), done=()
+    ):
         return {
             "caption": caption,
             "html": html,
-            "svg": _draw(root, order, names, grads, current, receiving, done, digits),
+            "svg": _draw(
+                root, order, names, grads, current, receiving, done, digits
+            ),
             "node": None if node is None else names[id(node)],
             "updates": list(updates),
             "grads": {names[id(v)]: grads[id(v)] for v in order},
         }
 
-    frames.append(frame(
-        "Start: every gradient is 0.",
-        f"<p>The stepper sets every <code>grad</code> to 0 first, so it always shows a "
-        f"clean pass. Next: seed the output <b>{rname}</b>.</p>"
-        + f'<div class="bl-row"><span class="bl-key">grads</span>'
-          f"{_grads_html(order, names, grads, ())}</div>"))
+    frames.append(
+        frame(
+            "Start: every gradient is 0.",
+            "<p>The stepper sets every <code>grad</code> to 0 first, so it "
+            "always shows a "
+            f"clean pass. Next: seed the output <b>{rname}</b>.</p>"
+            + f'<div class="bl-row"><span class="bl-key">grads</span>'
+            f"{_grads_html(order, names, grads, ())}</div>",
+        )
+    )
 
     grads[id(root)] = 1.0
-    frames.append(frame(
-        f"Seed: {rname}.grad = 1, because ∂{rname}/∂{rname} = 1.",
-        f"<p>The gradient of the output with respect to itself is 1. Now walk the "
-        f"{len(order)} values in reverse topological order.</p>"
-        + f'<div class="bl-row"><span class="bl-key">grads</span>'
-          f"{_grads_html(order, names, grads, {id(root)})}</div>",
-        node=root, receiving={id(root)}))
+    frames.append(
+        frame(
+            f"Seed: {rname}.grad = 1, because ∂{rname}/∂{rname} = 1.",
+            "<p>The gradient of the output with respect to itself is 1. Now "
+            "walk the "
+            f"{len(order)} values in reverse topological order.</p>"
+            + f'<div class="bl-row"><span class="bl-key">grads</span>'
+            f"{_grads_html(order, names, grads, {id(root)})}</div>",
+            node=root,
+            receiving={id(root)},
+        )
+    )
 
     done: set[int] = set()
     for k, node in enumerate(reversed(order), start=1):
@@ -110,38 +146,69 @@ def backward_frames(root: Value, digits: int = 4) -> list[dict]:
             grads[id(child)] = before + contribution
             changed.add(id(child))
             c = esc(names[id(child)])
-            updates.append({"input": names[id(child)], "local": local, "upstream": g,
-                            "contribution": contribution, "before": before,
-                            "after": grads[id(child)]})
-            rows.append(f"<tr><td>{c}</td><td>{num(local)}</td><td>{num(g)}</td>"
-                        f"<td>{num(contribution)}</td>"
-                        f"<td>{num(before)} &rarr; <b>{num(grads[id(child)])}</b></td></tr>")
+            updates.append(
+                {
+                    "input": names[id(child)],
+                    "local": local,
+                    "upstream": g,
+                    "contribution": contribution,
+                    "before": before,
+                    "after": grads[id(child)],
+                }
+            )
+            rows.append(
+                f"<tr><td>{c}</td><td>{num(local)}</td><td>{num(g)}</td>"
+                f"<td>{num(contribution)}</td>"
+                f"<td>{num(before)} &rarr; "
+                f"<b>{num(grads[id(child)])}</b></td></tr>"
+            )
         head = f"Value {k} of {len(order)} in reverse order: "
         if node._children:
-            caption = (head + f"{n} = {_formula(node, names)} pushes its gradient "
-                       f"{num(g)} to its input{'s' if len(node._children) > 1 else ''}.")
-            html = (f"<p>Chain rule: <code>input.grad += (∂{n}/∂input) &times; "
-                    f"∂{rname}/∂{n}</code></p>"
-                    f'<table class="bl-table"><thead><tr><th>input</th>'
-                    f"<th>local ∂{n}/∂input</th><th>upstream ∂{rname}/∂{n}</th>"
-                    f"<th>contribution</th><th>input.grad</th></tr></thead>"
-                    f"<tbody>{''.join(rows)}</tbody></table>")
+            caption = (
+                head + f"{n} = {_formula(node, names)} pushes its gradient "
+                f"{num(g)} to its input{'s' if len(node._children) > 1 else ''}."
+            )
+            html = (
+                f"<p>Chain rule: <code>input.grad += (∂{n}/∂input) &times; "
+                f"∂{rname}/∂{n}</code></p>"
+                f'<table class="bl-table"><thead><tr><th>input</th>'
+                f"<th>local ∂{n}/∂input</th><th>upstream ∂{rname}/∂{n}</th>"
+                f"<th>contribution</th><th>input.grad</th></tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table>"
+            )
         else:
-            caption = head + f"{n} is a leaf: its gradient {num(g)} is final; nothing to push."
-            html = (f"<p>{n} was made from no other value (an input, parameter or "
-                    f"constant), so the walk has nothing to pass on.</p>")
+            caption = (
+                head + f"{n} is a leaf: its gradient {num(g)} is final; "
+                "nothing to push."
+            )
+            html = (
+                f"<p>{n} was made from no other value (an input, parameter or "
+                f"constant), so the walk has nothing to pass on.</p>"
+            )
         if k == len(order):
             caption += " Backward pass complete."
-        html += (f'<div class="bl-row"><span class="bl-key">grads</span>'
-                 f"{_grads_html(order, names, grads, changed)}</div>")
-        frames.append(frame(caption, html, node=node, updates=updates, current=node,
-                            receiving=changed, done=done))
+        html += (
+            f'<div class="bl-row"><span class="bl-key">grads</span>'
+            f"{_grads_html(order, names, grads, changed)}</div>"
+        )
+        frames.append(
+            frame(
+                caption,
+                html,
+                node=node,
+                updates=updates,
+                current=node,
+                receiving=changed,
+                done=done,
+            )
+        )
         done.add(id(node))
     return frames
 
 
 class BackwardStepper(FrameStepper):
-    """Step through `root.backward()`: the graph, the current node, the chain-rule update.
+    """Step through `root.backward()`: the graph, the current node, the chain-rule
+    update.
 
     >>> stepper = BackwardStepper(f)   # doctest: +SKIP
     >>> stepper                        # in Jupyter: the interactive widget
@@ -155,4 +222,5 @@ class BackwardStepper(FrameStepper):
         super().__init__(frames=frames, legend=legend_html(_LEGEND), **kwargs)
 
     def __repr__(self) -> str:
-        return f"BackwardStepper({self.steps} steps on a graph of {self._n_values} values)"
+        graph = f"a graph of {self._n_values} values"
+        return f"BackwardStepper({self.steps} steps on {graph})"

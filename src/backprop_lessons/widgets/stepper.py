@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import pathlib
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import anywidget
 import traitlets
@@ -31,7 +31,8 @@ MAX_VALUES = 60
 
 
 class FrameStepper(anywidget.AnyWidget):
-    """Shows one of `frames` at a time; next / previous / play / reset / slider."""
+    """Shows one of `frames` at a time; next / previous / play / reset /
+    slider."""
 
     _esm = (_HERE / "stepper.js").read_text(encoding="utf-8")
     _css = (_HERE / "stepper.css").read_text(encoding="utf-8")
@@ -39,8 +40,10 @@ class FrameStepper(anywidget.AnyWidget):
     frames = traitlets.List(traitlets.Dict()).tag(sync=True)
     index = traitlets.Int(0).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
-    legend = traitlets.Unicode("").tag(sync=True)      # HTML under the controls
-    interval = traitlets.Int(1200).tag(sync=True)      # milliseconds per frame when playing
+    legend = traitlets.Unicode("").tag(sync=True)  # HTML under the controls
+    interval = traitlets.Int(1200).tag(
+        sync=True
+    )  # milliseconds per frame when playing
 
     @traitlets.validate("index")
     def _check_index(self, proposal):
@@ -48,7 +51,8 @@ class FrameStepper(anywidget.AnyWidget):
         n = len(self.frames)
         if n and not 0 <= i < n:
             raise traitlets.TraitError(
-                f"{type(self).__name__}.index: {i} is out of range; frames are numbered 0 to {n - 1}"
+                f"{type(self).__name__}.index: {i} is out of range; frames are "
+                f"numbered 0 to {n - 1}"
             )
         return i
 
@@ -67,7 +71,8 @@ class FrameStepper(anywidget.AnyWidget):
 
     @property
     def current(self) -> dict:
-        """The frame on screen (a dict; its `svg` and `html` are what the page shows)."""
+        """The frame on screen (a dict; its `svg` and `html` are what the page
+        shows)."""
         return self.frames[self.index]
 
     @property
@@ -78,8 +83,10 @@ class FrameStepper(anywidget.AnyWidget):
 
 # ---- helpers shared by the frame builders -----------------------------------
 
+
 def value_names(order: Sequence[Value]) -> dict[int, str]:
-    """A unique display name per value: its label, or `v{i}` (its position) if it has none."""
+    """A unique display name per value: its label, or `v{i}` (its position) if it
+    has none."""
     labels = [v.label for v in order]
     names = {}
     for i, v in enumerate(order):
@@ -95,17 +102,27 @@ def value_names(order: Sequence[Value]) -> dict[int, str]:
 def check_size(order: Sequence[Value], who: str) -> None:
     if len(order) > MAX_VALUES:
         raise ValueError(
-            f"{who}: the graph has {len(order)} values; a stepper draws every frame, "
-            f"so it takes graphs of at most {MAX_VALUES} values (step through a smaller example)"
+            f"{who}: the graph has {len(order)} values; a stepper draws every "
+            "frame, "
+            f"so it takes graphs of at most {MAX_VALUES} values (step through a "
+            "smaller example)"
         )
 
 
 def minify_svg(svg: str) -> str:
-    """graphviz SVG without the XML prolog, comments, tooltips and inter-tag whitespace."""
+    """graphviz SVG without the XML prolog, comments, tooltips and inter-tag
+    whitespace."""
     svg = re.sub(r"<\?xml[^>]*>|<!DOCTYPE[^>]*>|<!--.*?-->", "", svg, flags=re.S)
     svg = re.sub(r"<title>[^<]*</title>", "", svg)
-    # The page's CSS sets the font (`.bl-stepper-graph text`); ids and classes are unused.
-    svg = re.sub(r' font-family="[^"]*"| id="(?:node|edge|a_node|graph)\d+"| class="(?:node|edge|graph)"', "", svg)
+    # The page's CSS sets the font (`.bl-stepper-graph text`); ids and classes are
+    # unused.
+    svg = re.sub(
+        r' font-family="[^"]*"'
+        r'| id="(?:node|edge|a_node|graph)\d+"'
+        r'| class="(?:node|edge|graph)"',
+        "",
+        svg,
+    )
     svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")
     return re.sub(r">\s+<", "><", svg).strip()
 
@@ -115,9 +132,16 @@ def _fixed(x: float, digits: int) -> str:
     return s[1:] if s.startswith("-") and float(s) == 0.0 else s  # no "-0.0000"
 
 
-def draw_frame(root: Value, order: Sequence[Value], names: dict[int, str], *,
-               fills: dict[int, str], grads: dict[int, float] | None = None,
-               op_fills: dict[int, str] | None = None, digits: int = 4) -> str:
+def draw_frame(
+    root: Value,
+    order: Sequence[Value],
+    names: dict[int, str],
+    *,
+    fills: dict[int, str],
+    grads: dict[int, float] | None = None,
+    op_fills: dict[int, str] | None = None,
+    digits: int = 4,
+) -> str:
     """One frame's drawing as compact SVG text.
 
     `draw_graph` lays out the graph; each value is then re-declared (a later
@@ -134,19 +158,31 @@ def draw_frame(root: Value, order: Sequence[Value], names: dict[int, str], *,
     for v in order:
         rows = [f"<B>{esc(names[id(v)])}</B>", f"data {_fixed(v.data, digits)}"]
         if grads is not None:
-            rows.append(f'<FONT COLOR="#0a3069">grad {_fixed(grads[id(v)], digits)}</FONT>')
-        table = (f'<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" '
-                 f'COLOR="#57606a" BGCOLOR="{fills.get(id(v), "#ffffff")}">'
-                 + "".join(f"<TR><TD>{r}</TD></TR>" for r in rows) + "</TABLE>")
+            grad = _fixed(grads[id(v)], digits)
+            rows.append(f'<FONT COLOR="#0a3069">grad {grad}</FONT>')
+        table = (
+            f'<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" '
+            f'COLOR="#57606a" BGCOLOR="{fills.get(id(v), "#ffffff")}">'
+            + "".join(f"<TR><TD>{r}</TD></TR>" for r in rows)
+            + "</TABLE>"
+        )
         dot.node(node_name[id(v)], label=f"<{table}>", shape="plain")
         if v._op:
-            dot.node(node_name[id(v)] + "_op", width="0.3", height="0.28", margin="0.03,0.01",
-                     style="filled", fillcolor=op_fills.get(id(v), "#f6f8fa"), color="#57606a")
+            dot.node(
+                node_name[id(v)] + "_op",
+                width="0.3",
+                height="0.28",
+                margin="0.03,0.01",
+                style="filled",
+                fillcolor=op_fills.get(id(v), "#f6f8fa"),
+                color="#57606a",
+            )
     return minify_svg(dot.pipe(format="svg", encoding="utf-8"))
 
 
 def num(x: float) -> str:
-    """A number for the explanation text: at most 4 decimals, no trailing zeros, no -0."""
+    """A number for the explanation text: at most 4 decimals, no trailing zeros,
+    no -0."""
     s = f"{x:.4f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
 
@@ -165,7 +201,8 @@ def chips(items: Sequence[str], cls: str = "", empty: str = "(empty)") -> str:
 def legend_html(entries: Sequence[tuple[str, str]]) -> str:
     """Colour swatches with their meaning."""
     return "".join(
-        f'<span class="bl-legend-item"><span class="bl-swatch" style="background:{color}"></span>'
+        f'<span class="bl-legend-item">'
+        f'<span class="bl-swatch" style="background:{color}"></span>'
         f"{esc(text)}</span>"
         for color, text in entries
     )

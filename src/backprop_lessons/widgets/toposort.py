@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from ..scalar import Value, topological_order
 from ..viz.graph import HIGHLIGHT, RECEIVED
-from .stepper import FrameStepper, check_size, chips, draw_frame, esc, legend_html, value_names
+from .stepper import (
+    FrameStepper,
+    check_size,
+    chips,
+    draw_frame,
+    esc,
+    legend_html,
+    value_names,
+)
 
 __all__ = ["TopoSortStepper", "toposort_frames"]
 
-VISITED = "#bbdefb"   # visited, waiting for its inputs to be emitted
+VISITED = "#bbdefb"  # visited, waiting for its inputs to be emitted
 
 _LEGEND = [
     (HIGHLIGHT, "popped from the stack now"),
@@ -37,7 +45,10 @@ def _draw(root, order, names, current, visited, emitted) -> str:
 def toposort_frames(root: Value) -> list[dict]:
     """All frames of the iterative DFS from `root` (see the module docstring)."""
     if not isinstance(root, Value):
-        raise TypeError(f"TopoSortStepper: expected a Value as the root, got {type(root).__name__}")
+        raise TypeError(
+            "TopoSortStepper: expected a Value as the root, got "
+            f"{type(root).__name__}"
+        )
     final = topological_order(root)  # only for the drawing's layout and names
     check_size(final, "TopoSortStepper")
     names = value_names(final)
@@ -49,14 +60,19 @@ def toposort_frames(root: Value) -> list[dict]:
 
     def frame(caption, html, node=None, action="start"):
         entry = [f"{'emit' if d else 'visit'} {names[id(v)]}" for v, d in stack]
+        seen = [esc(names[id(v)]) for v in final if id(v) in visited]
+        numbered = [
+            f"<small>{i}</small> " + esc(names[id(v)])
+            for i, v in enumerate(order)
+        ]
         state = (
             f'<div class="bl-row"><span class="bl-key">stack</span>'
             f"{chips([esc(e) for e in entry], 'bl-stack', 'empty: done')}"
             f'<span class="bl-note">top is on the right</span></div>'
             f'<div class="bl-row"><span class="bl-key">visited</span>'
-            f"{chips([esc(names[id(v)]) for v in final if id(v) in visited])}</div>"
+            f"{chips(seen)}</div>"
             f'<div class="bl-row"><span class="bl-key">order</span>'
-            f"{chips([f'<small>{i}</small> ' + esc(names[id(v)]) for i, v in enumerate(order)], 'bl-order')}</div>"
+            f"{chips(numbered, 'bl-order')}</div>"
         )
         emitted = {id(v) for v in order}
         return {
@@ -71,8 +87,12 @@ def toposort_frames(root: Value) -> list[dict]:
         }
 
     r = esc(names[id(root)])
-    frames.append(frame(f"Start: the stack holds one entry, visit {r}.",
-                        "<p>Pop an entry, act on it, repeat until the stack is empty.</p>"))
+    frames.append(
+        frame(
+            f"Start: the stack holds one entry, visit {r}.",
+            "<p>Pop an entry, act on it, repeat until the stack is empty.</p>",
+        )
+    )
     k = 0
     while stack:
         node, children_done = stack.pop()
@@ -80,15 +100,23 @@ def toposort_frames(root: Value) -> list[dict]:
         n = esc(names[id(node)])
         if children_done:
             order.append(node)
-            caption = (f"Pop {k}: emit {n}. Its inputs are all in the order already, "
-                       f"so {n} takes position {len(order) - 1}.")
+            caption = (
+                f"Pop {k}: emit {n}. Its inputs are all in the order already, "
+                f"so {n} takes position {len(order) - 1}."
+            )
             if not stack:
                 caption += " The stack is empty: the order is complete."
             frames.append(frame(caption, "", node, "emit"))
         elif id(node) in visited:
-            frames.append(frame(f"Pop {k}: skip {n}, already visited (reached by another path).",
-                                "<p>The visited set is what lists a shared value once.</p>",
-                                node, "skip"))
+            frames.append(
+                frame(
+                    f"Pop {k}: skip {n}, already visited (reached by another "
+                    "path).",
+                    "<p>The visited set is what lists a shared value once.</p>",
+                    node,
+                    "skip",
+                )
+            )
         else:
             visited.add(id(node))
             stack.append((node, True))
@@ -96,20 +124,38 @@ def toposort_frames(root: Value) -> list[dict]:
             for child in pushed:
                 stack.append((child, False))
             if node._children:
-                what = ", ".join(f"visit {esc(names[id(c)])}" for c in pushed) or "nothing"
-                detail = (f"push emit {n} (to come back after its inputs), then "
-                          f"{'its unvisited inputs: ' + what if pushed else 'no inputs: all visited'}.")
+                what = (
+                    ", ".join(f"visit {esc(names[id(c)])}" for c in pushed)
+                    or "nothing"
+                )
+                then = (
+                    f"its unvisited inputs: {what}"
+                    if pushed
+                    else "no inputs: all visited"
+                )
+                detail = (
+                    f"push emit {n} (to come back after its inputs), then {then}."
+                )
             else:
                 detail = f"push emit {n}; it is a leaf, with no inputs to visit."
-            frames.append(frame(f"Pop {k}: visit {n}. Mark it visited; {detail}",
-                                "", node, "visit"))
+            frames.append(
+                frame(
+                    f"Pop {k}: visit {n}. Mark it visited; {detail}",
+                    "",
+                    node,
+                    "visit",
+                )
+            )
     if order != final:  # the frames must replay the package's algorithm exactly
-        raise RuntimeError("TopoSortStepper: the replayed DFS differs from topological_order")
+        raise RuntimeError(
+            "TopoSortStepper: the replayed DFS differs from topological_order"
+        )
     return frames
 
 
 class TopoSortStepper(FrameStepper):
-    """Step through the depth-first search that builds `topological_order(root)`."""
+    """Step through the depth-first search that builds
+    `topological_order(root)`."""
 
     def __init__(self, root: Value, **kwargs):
         frames = toposort_frames(root)
@@ -118,4 +164,5 @@ class TopoSortStepper(FrameStepper):
         super().__init__(frames=frames, legend=legend_html(_LEGEND), **kwargs)
 
     def __repr__(self) -> str:
-        return f"TopoSortStepper({self.steps} steps on a graph of {self._n_values} values)"
+        graph = f"a graph of {self._n_values} values"
+        return f"TopoSortStepper({self.steps} steps on {graph})"

@@ -1,19 +1,22 @@
-"""What a backward pass costs at scale: FLOPs, saved activations, and when gradients are ready.
+"""What a backward pass costs: FLOPs, saved activations, and when gradients
+are ready.
 
 A comparison module, like `gradcheck` and `distributed`: it imports torch,
 and no engine imports it.  It measures the chapter 6 GPT's PyTorch twin
 (`gpt.reference.torch_gpt_loss`) in chapter 8:
 
 - `count_flops(fn)`: the floating point operations of the matrix
-  multiplications `fn` runs, counted by `torch.utils.flop_counter.FlopCounterMode`
-  (exact: the counts follow from the shapes), and `gpt_flops_formula`, the
-  same count from the model's sizes (2 FLOPs per multiply-add).
+  multiplications `fn` runs, counted by
+  `torch.utils.flop_counter.FlopCounterMode` (exact: the counts follow from
+  the shapes), and `gpt_flops_formula`, the same count from the model's
+  sizes (2 FLOPs per multiply-add).
 - `saved_tensor_bytes(fn)`: the bytes of the tensors autograd saves for
-  backward while `fn` runs, read with `torch.autograd.graph.saved_tensors_hooks`
-  (each storage counted once; the parameters themselves are not counted).
+  backward while `fn` runs, read with
+  `torch.autograd.graph.saved_tensors_hooks` (each storage counted once; the
+  parameters themselves are not counted).
 - `torch_gpt_loss_checkpointed`: the twin's loss with every transformer
-  block (`gpt.reference.torch_gpt_block`) under activation checkpointing (the block's inside is recomputed
-  during backward instead of saved).
+  block (`gpt.reference.torch_gpt_block`) under activation checkpointing
+  (the block's inside is recomputed during backward instead of saved).
 - `gradient_ready_order(params, loss_fn)`: the order in which the
   parameters' gradients are finished during backward, recorded with
   `register_post_accumulate_grad_hook`.
@@ -30,8 +33,8 @@ Li et al. 2020 (DDP's gradient buckets).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -39,16 +42,27 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .gpt.model import GPTConfig
 from .gpt.reference import torch_gpt_block, torch_gpt_loss
+from .numerics import instance_of, positive_int
 
-__all__ = ["count_flops", "gpt_matmul_parameters", "gpt_flops_formula", "SavedBytes",
-           "saved_tensor_bytes", "torch_gpt_block", "checkpointed_block",
-           "torch_gpt_loss_checkpointed",
-           "gradient_ready_order", "assign_buckets", "BucketEvent", "bucket_timeline"]
+__all__ = [
+    "count_flops",
+    "gpt_matmul_parameters",
+    "gpt_flops_formula",
+    "SavedBytes",
+    "saved_tensor_bytes",
+    "checkpointed_block",
+    "torch_gpt_loss_checkpointed",
+    "gradient_ready_order",
+    "assign_buckets",
+    "BucketEvent",
+    "bucket_timeline",
+]
 
 
 # ---------------------------------------------------------------------------
 # FLOPs
 # ---------------------------------------------------------------------------
+
 
 def count_flops(fn: Callable, *args, **kwargs) -> tuple[int, object]:
     """(FLOPs of the matrix multiplications `fn(*args, **kwargs)` ran,
@@ -79,7 +93,8 @@ def gpt_matmul_parameters(config: GPTConfig) -> int:
 
 
 def gpt_flops_formula(config: GPTConfig, B: int, T: int) -> dict[str, int]:
-    """Forward and backward matmul FLOPs of the GPT on a (B, T) batch, from its sizes.
+    """Forward and backward matmul FLOPs of the GPT on a (B, T) batch, from
+    its sizes.
 
     forward per token  = 2 * N_mm + 4 * L * T * C
         (2 FLOPs per weight per token, plus the attention products
@@ -88,6 +103,7 @@ def gpt_flops_formula(config: GPTConfig, B: int, T: int) -> dict[str, int]:
     backward           = 2 * forward (each matmul's backward is two matmuls
                          of the same size: one for each input's gradient)
     """
+    instance_of("gpt_flops_formula", "config", config, GPTConfig)
     n_mm, L, C = gpt_matmul_parameters(config), config.n_layer, config.n_embd
     forward = B * T * (2 * n_mm + 4 * L * T * C)
     return {"forward": forward, "backward": 2 * forward, "total": 3 * forward}
@@ -97,9 +113,11 @@ def gpt_flops_formula(config: GPTConfig, B: int, T: int) -> dict[str, int]:
 # Saved activations
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SavedBytes:
-    """What autograd kept for backward: `bytes` in `tensors` distinct storages (parameters excluded)."""
+    """What autograd kept for backward: `bytes` in `tensors` distinct
+    storages (parameters excluded)."""
 
     bytes: int
     tensors: int
@@ -108,8 +126,9 @@ class SavedBytes:
         return f"{self.bytes:,} bytes in {self.tensors} saved tensors"
 
 
-def saved_tensor_bytes(fn: Callable, *args, exclude: Iterable[torch.Tensor] = (),
-                       **kwargs) -> tuple[SavedBytes, object]:
+def saved_tensor_bytes(
+    fn: Callable, *args, exclude: Iterable[torch.Tensor] = (), **kwargs
+) -> tuple[SavedBytes, object]:
     """(bytes of the tensors saved for backward while `fn` ran, its result).
 
     Every tensor autograd saves passes through the pack hook of
@@ -138,8 +157,10 @@ def saved_tensor_bytes(fn: Callable, *args, exclude: Iterable[torch.Tensor] = ()
 # Activation checkpointing
 # ---------------------------------------------------------------------------
 
-def checkpointed_block(x: torch.Tensor, tp: dict, config: GPTConfig,
-                       l: int) -> torch.Tensor:
+
+def checkpointed_block(
+    x: torch.Tensor, tp: dict, config: GPTConfig, l: int
+) -> torch.Tensor:
     """Block `l` of the twin under `checkpoint`: only its input x is saved.
 
     During backward the block's forward runs again from that input, to
@@ -150,8 +171,9 @@ def checkpointed_block(x: torch.Tensor, tp: dict, config: GPTConfig,
     return checkpoint(torch_gpt_block, x, tp, config, l, use_reentrant=True)
 
 
-def torch_gpt_loss_checkpointed(tp: dict, config: GPTConfig, idx: torch.Tensor,
-                                targets: torch.Tensor) -> torch.Tensor:
+def torch_gpt_loss_checkpointed(
+    tp: dict, config: GPTConfig, idx: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """The twin's loss with every block checkpointed.
 
     About one extra forward of compute, in exchange for keeping one block's
@@ -164,8 +186,11 @@ def torch_gpt_loss_checkpointed(tp: dict, config: GPTConfig, idx: torch.Tensor,
 # Gradient-ready order and buckets
 # ---------------------------------------------------------------------------
 
-def gradient_ready_order(named_params: Iterable[tuple[str, torch.Tensor]],
-                         loss_fn: Callable[[], torch.Tensor]) -> list[str]:
+
+def gradient_ready_order(
+    named_params: Iterable[tuple[str, torch.Tensor]],
+    loss_fn: Callable[[], torch.Tensor],
+) -> list[str]:
     """The names of the parameters in the order their gradients are finished
     by `loss_fn().backward()`.
 
@@ -178,10 +203,15 @@ def gradient_ready_order(named_params: Iterable[tuple[str, torch.Tensor]],
     try:
         for name, p in named_params:
             if not isinstance(p, torch.Tensor) or not p.requires_grad:
-                raise ValueError(f"gradient_ready_order: {name!r} must be a "
-                                 "tensor that requires grad")
-            handles.append(p.register_post_accumulate_grad_hook(
-                lambda _p, name=name: order.append(name)))
+                raise ValueError(
+                    f"gradient_ready_order: {name!r} must be a "
+                    "tensor that requires grad"
+                )
+            handles.append(
+                p.register_post_accumulate_grad_hook(
+                    lambda _p, name=name: order.append(name)
+                )
+            )
         loss_fn().backward()
     finally:
         for h in handles:
@@ -200,10 +230,7 @@ def assign_buckets(sizes: dict[str, int], cap_bytes: int) -> list[list[str]]:
     soon as it holds `cap_bytes` or more, so one large gradient may exceed
     the cap on its own.
     """
-    if (not isinstance(cap_bytes, int) or isinstance(cap_bytes, bool)
-            or cap_bytes < 1):
-        raise ValueError("assign_buckets: cap_bytes must be a positive int, "
-                         f"got {cap_bytes!r}")
+    positive_int("assign_buckets", "cap_bytes", cap_bytes)
     buckets: list[list[str]] = [[]]
     filled = 0
     for name, size in sizes.items():
@@ -217,7 +244,8 @@ def assign_buckets(sizes: dict[str, int], cap_bytes: int) -> list[list[str]]:
 
 @dataclass(frozen=True)
 class BucketEvent:
-    """Step `step` of backward finished gradient `name` (in `bucket`); `launched` says if that bucket is now complete."""
+    """Step `step` of backward finished gradient `name` (in `bucket`);
+    `launched` says if that bucket is now complete."""
 
     step: int
     name: str
@@ -225,8 +253,11 @@ class BucketEvent:
     launched: bool
 
 
-def bucket_timeline(ready_order: list[str], buckets: list[list[str]]) -> list[BucketEvent]:
-    """For each gradient in the order backward finishes them: its bucket, and whether the bucket is complete.
+def bucket_timeline(
+    ready_order: list[str], buckets: list[list[str]]
+) -> list[BucketEvent]:
+    """For each gradient in the order backward finishes them: its bucket, and
+    whether the bucket is complete.
 
     A complete bucket's all-reduce can start at once, while backward goes on
     computing the gradients of the earlier layers.
@@ -234,8 +265,10 @@ def bucket_timeline(ready_order: list[str], buckets: list[list[str]]) -> list[Bu
     bucket_of = {name: i for i, bucket in enumerate(buckets) for name in bucket}
     missing = set(ready_order) ^ set(bucket_of)
     if missing:
-        raise ValueError(f"bucket_timeline: the ready order and the buckets must hold the same "
-                         f"names; these are in only one of them: {sorted(missing)}")
+        raise ValueError(
+            "bucket_timeline: the ready order and the buckets must hold the same "
+            f"names; these are in only one of them: {sorted(missing)}"
+        )
     waiting = [set(b) for b in buckets]
     events = []
     for step, name in enumerate(ready_order):

@@ -33,11 +33,14 @@ def test_two_moons_is_shuffled():
     assert y[:50] != [0] * 50
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n": 1}, "n must be an int of at least 2"),
-    ({"n": 10.0}, "n must be an int"),
-    ({"noise": -0.1}, "noise must be a number >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n": 1}, "n must be an int of at least 2"),
+        ({"n": 10.0}, "n must be an int"),
+        ({"noise": -0.1}, "noise must be a number >= 0"),
+    ],
+)
 def test_two_moons_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         two_moons(**kwargs)

@@ -1,0 +1,167 @@
+"""How every exercise check reports: one line, and a verdict the code can use.
+
+An exercise cell holds a stub for the reader to fill in (a function whose
+body is `...` or `raise NotImplementedError`, or a value written as `...`);
+the cell after it calls the chapter's check with the reader's answer as its
+argument.  The check prints one of
+
+    Exercise N: not attempted yet - <what to write>
+    Exercise N: not yet - <what is wrong, and a hint>
+    Exercise N: correct
+
+and returns the same as a `Verdict`.  A check is written as a function
+that raises `NotYet(hint)` at the first thing it finds wrong and returns
+when the answer is right; `run_check` turns that into the verdict.  A stub
+is recognised wherever the answer is used: `attempt(fn, ...)` calls the
+reader's function and raises `NotAttempted` when it raises
+NotImplementedError or returns `...` or None, and `require_filled(value)`
+does the same for a value that still holds `...`.  Any other exception of
+the reader's code (inside `attempt` or a `readers_code` block) is a "not
+yet" that names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "Verdict",
+    "NotYet",
+    "NotAttempted",
+    "attempt",
+    "readers_code",
+    "require_filled",
+    "run_check",
+    "close",
+    "mismatched",
+]
+
+CORRECT, NOT_YET, NOT_ATTEMPTED = "correct", "not yet", "not attempted yet"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check: `status` is "correct", "not yet" or "not
+    attempted yet"; `hint` says what to do next (empty when correct)."""
+
+    exercise: int
+    status: str
+    hint: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    @property
+    def attempted(self) -> bool:
+        return self.status != NOT_ATTEMPTED
+
+    def __str__(self) -> str:
+        line = f"Exercise {self.exercise}: {self.status}"
+        return f"{line} - {self.hint}" if self.hint else line
+
+    def _ipython_display_(self) -> None:
+        """Show nothing: the check has printed the verdict already, and a
+        check at the end of a cell would otherwise show it twice."""
+
+
+class NotYet(Exception):
+    """The answer is wrong; the message is the hint the reader sees."""
+
+
+class NotAttempted(Exception):
+    """The answer is still the stub; the message says what to write."""
+
+
+def _holds_ellipsis(value) -> bool:
+    """`...` itself, or a dict, list or tuple holding a `...` anywhere."""
+    if value is Ellipsis:
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_ellipsis(v) for v in value)
+    return False
+
+
+def require_filled(value, todo: str):
+    """`value` itself, or NotAttempted(todo) when it still holds `...` (or is
+    None)."""
+    if value is None or _holds_ellipsis(value):
+        raise NotAttempted(todo)
+    return value
+
+
+@contextlib.contextmanager
+def readers_code(todo: str) -> Iterator[None]:
+    """Whatever raises inside the block is the reader's code: NotImplementedError
+    means not attempted (NotAttempted(todo)); any other exception becomes a
+    "not yet" that names it.  The checks' own code stays outside such
+    blocks, so a bug in a check still fails loudly."""
+    try:
+        yield
+    except (NotYet, NotAttempted):
+        raise
+    except NotImplementedError:
+        raise NotAttempted(todo) from None
+    except Exception as error:
+        raise NotYet(
+            f"your code raised {type(error).__name__}: {error}"
+        ) from error
+
+
+def attempt(fn: Callable, *args, todo: str, may_return_none: bool = False):
+    """fn(*args), the reader's code run once (inside `readers_code`).
+
+    NotAttempted(todo) when fn raises NotImplementedError or returns `...`
+    (a stub's body), or None unless `may_return_none` (a function that
+    works by side effect, such as a backward that fills in `.grad`).
+    """
+    with readers_code(todo):
+        result = fn(*args)
+    if result is Ellipsis or (result is None and not may_return_none):
+        raise NotAttempted(todo)
+    return result
+
+
+def close(ours, reference, tol: float) -> bool:
+    """Same shape, and max|ours - reference| <= tol * max(max|reference|, 1):
+    relative to the reference's scale, absolute below 1."""
+    a = np.asarray(ours, dtype=np.float64)
+    b = np.asarray(reference, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    return bool(
+        np.abs(a - b).max(initial=0.0)
+        <= tol * max(np.abs(b).max(initial=0.0), 1.0)
+    )
+
+
+def mismatched(ours: dict, reference: dict, tol: float) -> list[str]:
+    """The names of `reference` whose array in `ours` is not `close`."""
+    return [
+        name for name in reference if not close(ours[name], reference[name], tol)
+    ]
+
+
+def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
+    """Run `check(*answers)`, print its one-line verdict and return it.
+
+    `check` raises NotYet(hint) for a wrong answer and NotAttempted(todo)
+    for a stub (`attempt` and `readers_code` raise them for the reader's
+    code); any other exception is a bug of the check and propagates.
+    """
+    try:
+        check(*answers)
+    except NotAttempted as todo:
+        verdict = Verdict(exercise, NOT_ATTEMPTED, str(todo))
+    except NotYet as hint:
+        verdict = Verdict(exercise, NOT_YET, str(hint))
+    else:
+        verdict = Verdict(exercise, CORRECT)
+    print(verdict)
+    return verdict

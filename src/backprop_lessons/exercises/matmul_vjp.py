@@ -1,0 +1,144 @@
+"""Checks for the exercises of "The matmul VJP" (chapter 4).
+
+    check_shared_weight_vjp(shared_weight_vjp)   X (B, T, n) @ W (n, k)
+    check_linear_backward(linear_backward)       dX, dW, db of X @ W + b
+    check_logsumexp_vjp(logsumexp_vjp)           stable for logits near 1000
+    check_unbroadcast(my_unbroadcast)            sum a gradient back to a shape
+
+Reference gradients come from PyTorch autograd in float64 (imported when a
+check runs) or from centred differences (`gradcheck`).  Each check prints
+"Exercise N: ..." and returns a `Verdict` (see `checking`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..gradcheck import numerical_param_gradients
+from ..tensor import unbroadcast
+from .checking import NotYet, Verdict, attempt, close, mismatched, run_check
+
+__all__ = [
+    "check_shared_weight_vjp",
+    "check_linear_backward",
+    "check_logsumexp_vjp",
+    "check_unbroadcast",
+]
+
+TOL = 1e-10  # float64 rounding of a few dozen terms, with a wide margin
+
+
+def _pair(result, names: str):
+    if not (isinstance(result, tuple) and len(result) == len(names.split(", "))):
+        raise NotYet(f"return the tuple ({names})")
+    return result
+
+
+def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 1) -> Verdict:
+    """shared_weight_vjp(G, X, W) -> (dX, dW) for Z = X @ W with X (B, T, n)
+    and one W (n, k), compared with PyTorch."""
+    import torch
+
+    def check(shared_weight_vjp):
+        todo = "write shared_weight_vjp(G, X, W) and run its cell"
+        rng = np.random.default_rng(10)
+        X = rng.standard_normal((2, 3, 4))  # (B, T, n)
+        W = rng.standard_normal((4, 5))  # (n, k)
+        G = rng.standard_normal((2, 3, 5))  # (B, T, k)
+        result = attempt(shared_weight_vjp, G, X, W, todo=todo)
+        dX, dW = _pair(result, "dX, dW")
+        if np.shape(dX) != X.shape or np.shape(dW) != W.shape:
+            raise NotYet(
+                f"dX should be {X.shape} and dW {W.shape}, "
+                f"got {np.shape(dX)} and {np.shape(dW)}"
+            )
+        x = torch.tensor(X, requires_grad=True)
+        w = torch.tensor(W, requires_grad=True)
+        ((x @ w) * torch.tensor(G)).sum().backward()
+        for name, mine, ref in (("dX", dX, x.grad), ("dW", dW, w.grad)):
+            if not close(mine, ref.numpy(), TOL):
+                raise NotYet(
+                    f"{name} has the right shape but wrong values: W is used "
+                    "once per (b, t) position, so its gradient sums over them"
+                )
+
+    return run_check(exercise, check, shared_weight_vjp)
+
+
+def check_linear_backward(linear_backward, exercise: int = 2) -> Verdict:
+    """linear_backward(G, X, W) -> (dX, dW, db) for Y = X @ W + b, checked
+    by centred differences on a square W, where the shapes cannot give a
+    wrong formula away."""
+
+    def check(linear_backward):
+        todo = "write the fixed linear_backward(G, X, W) and run its cell"
+        rng = np.random.default_rng(11)
+        shapes = {"X": (4, 3), "W": (3, 3), "b": (3,)}
+        inputs = {
+            name: rng.standard_normal(shape) for name, shape in shapes.items()
+        }
+        G = rng.standard_normal((4, 3))  # (B, k)
+        result = attempt(linear_backward, G, inputs["X"], inputs["W"], todo=todo)
+        mine = dict(zip(("X", "W", "b"), _pair(result, "dX, dW, db")))
+
+        def loss():  # L = sum(Y * G): its gradient is the VJP with G
+            return float(((inputs["X"] @ inputs["W"] + inputs["b"]) * G).sum())
+
+        numeric = numerical_param_gradients(loss, inputs)
+        wrong = [f"d{name}" for name in mismatched(mine, numeric, 1e-6)]
+        if wrong:
+            raise NotYet(
+                f"{' and '.join(wrong)} disagree with finite differences "
+                "(mind the transpose, and what b's broadcast copies add up to)"
+            )
+
+    return run_check(exercise, check, linear_backward)
+
+
+def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 3) -> Verdict:
+    """logsumexp_vjp(g, z) -> (B, C): the VJP of log(sum(exp(z))) over the
+    last axis, compared with PyTorch, also for logits near 1000."""
+    import torch
+
+    def check(logsumexp_vjp):
+        todo = "write logsumexp_vjp(g, z) and run its cell"
+        rng = np.random.default_rng(12)
+        huge = np.array([[1000.0, 999.0, -1000.0], [0.0, 0.0, 0.0]])
+        for z in (rng.standard_normal((3, 4)), huge):
+            g = rng.standard_normal(z.shape[0])
+            zt = torch.tensor(z, requires_grad=True)
+            (torch.logsumexp(zt, dim=-1) * torch.tensor(g)).sum().backward()
+            with np.errstate(all="ignore"):
+                mine = np.asarray(attempt(logsumexp_vjp, g, z, todo=todo))
+            if mine.shape != z.shape:
+                raise NotYet(
+                    f"the gradient should have shape {z.shape}, got {mine.shape}"
+                )
+            if not np.all(np.isfinite(mine)):
+                raise NotYet(
+                    "with logits near 1000 the result is not finite: subtract "
+                    "the row maximum before exp"
+                )
+            if not close(mine, zt.grad.numpy(), TOL):
+                raise NotYet("the values differ from PyTorch's gradient")
+
+    return run_check(exercise, check, logsumexp_vjp)
+
+
+def check_unbroadcast(my_unbroadcast, exercise: int = 4) -> Verdict:
+    """my_unbroadcast(grad, shape) must sum a (2, 3, 4) gradient back to
+    seven shapes exactly as the package's `unbroadcast` does."""
+
+    def check(my_unbroadcast):
+        todo = "write my_unbroadcast(grad, shape) and run its cell"
+        G = np.random.default_rng(13).standard_normal((2, 3, 4))
+        for shape in [(2, 3, 4), (4,), (3, 1), (1, 4), (2, 1, 1), (1, 3, 1), ()]:
+            mine = np.asarray(attempt(my_unbroadcast, G, shape, todo=todo))
+            if mine.shape != shape:
+                raise NotYet(f"(2, 3, 4) -> {shape} gives shape {mine.shape}")
+            if not close(mine, unbroadcast(G, shape), TOL):
+                raise NotYet(
+                    f"(2, 3, 4) -> {shape} has the right shape, wrong sums"
+                )
+
+    return run_check(exercise, check, my_unbroadcast)

@@ -1,0 +1,119 @@
+"""Checks for the exercises of "Topological sort and the backward pass"
+(chapter 2).
+
+    check_depth(depth)                      longest path from a leaf
+    check_order_function(order_fn)          a valid topological order
+    check_readiness_backward(backward_fn)   backward as gradients become ready
+
+They run the reader's function on the graphs of `example_graphs`, including
+a chain 5,000 operations deep (deeper than Python's recursion limit).  Each
+prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+"""
+
+from __future__ import annotations
+
+from ..example_graphs import (
+    backward_in_order,
+    chain,
+    diamond,
+    is_topological,
+    neuron_example,
+    relu_example,
+    shared_input,
+)
+from ..scalar import Value, topological_order
+from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
+
+__all__ = ["check_depth", "check_order_function", "check_readiness_backward"]
+
+# (name, a function that builds the graph afresh) for every graph checked
+GRAPHS = [
+    ("relu example", relu_example),
+    ("neuron", neuron_example),
+    ("shared x", shared_input),
+    ("diamond", diamond),
+    ("chain of 5000", lambda: chain(5000)),
+]
+
+
+def _grads_after(order_fn, build) -> list[float]:
+    """The gradients of a fresh graph after backward in the order of order_fn."""
+    root = build()
+    backward_in_order(order_fn(root), root)
+    return [v.grad for v in topological_order(root)]
+
+
+def check_depth(depth, exercise: int = 1) -> Verdict:
+    """depth(root): the number of operations on the longest path from a leaf
+    to root (a leaf has depth 0)."""
+
+    def check(depth):
+        todo = "write depth(root) and run its cell, then this one"
+        cases = [
+            ("relu example", relu_example(), 3),
+            ("neuron", neuron_example(), 4),
+            ("chain of 5000", chain(5000), 5000),
+            ("a leaf", Value(1.0), 0),
+        ]
+        for name, root, expected in cases:
+            got = attempt(depth, root, todo=todo)
+            if got != expected:
+                hint = "" if name != "chain of 5000" else " (no recursion)"
+                raise NotYet(
+                    f"the depth of the {name} should be {expected}, got {got!r}"
+                    f"{hint}"
+                )
+
+    return run_check(exercise, check, depth)
+
+
+def check_order_function(order_fn, exercise: int = 2) -> Verdict:
+    """order_fn(root) must list every value once, each after its inputs, so
+    that backward in that order gives the engine's gradients."""
+
+    def check(order_fn):
+        todo = "write the fixed order function and run its cell, then this one"
+        for name, build in GRAPHS:
+            root = build()
+            order = attempt(order_fn, root, todo=todo)
+            if not is_topological(list(order), root):
+                raise NotYet(
+                    f"the order for the {name} is not topological: a value must "
+                    "come after all of its inputs (and every value once)"
+                )
+            if _grads_after(order_fn, build) != _grads_after(
+                topological_order, build
+            ):
+                raise NotYet(
+                    f"backward in this order gives wrong gradients on the {name}"
+                )
+
+    return run_check(exercise, check, order_fn)
+
+
+def check_readiness_backward(backward_fn, exercise: int = 3) -> Verdict:
+    """backward_fn(root) must fill in every gradient, as `root.backward()`
+    does, processing a node once all of its users have pushed into it."""
+
+    def check(backward_fn):
+        todo = "write backward_when_ready(root) and run its cell, then this one"
+        for name, build in GRAPHS:
+            expected_root = build()
+            expected_root.backward()
+            expected = [v.grad for v in topological_order(expected_root)]
+            root = build()
+            attempt(backward_fn, root, todo=todo, may_return_none=True)
+            got = [v.grad for v in topological_order(root)]
+            if all(g == 0.0 for g in got):  # a stub that does nothing
+                raise NotAttempted(f"{todo} (so far no gradient changes)")
+            wrong = [
+                f"{v.label or 'the ' + v._op + ' node'}: {g:g} instead of {e:g}"
+                for v, g, e in zip(topological_order(root), got, expected)
+                if abs(g - e) > 1e-12
+            ]
+            if wrong:
+                raise NotYet(
+                    f"gradients differ on the {name}: {', '.join(wrong[:3])}"
+                )
+
+    return run_check(exercise, check, backward_fn)

@@ -1,0 +1,221 @@
+"""Small helpers that several modules share: stable array math, size checks,
+number formatting.
+
+Array functions (NumPy; shape legend: `(...)` any shape, `(..., K)` K
+classes along `axis`), each computed so that `exp` never overflows:
+
+    sigmoid(z)                1 / (1 + e^-z), elementwise
+    softmax(z, axis=-1)       e^z / sum(e^z)
+    log_softmax(z, axis=-1)   z - log(sum(e^z))
+    one_hot(y, K)             integer labels (B,) -> rows (B, K) of 0s and a 1
+
+They are the forward formulas of the Tensor engine (`tensor.py`), the
+hand-written MLPs (`mlp3.py`, `deep_mlp.py`) and GPT sampling
+(`gpt/train.py`), written once.  The scalar engine keeps its own
+`float_sigmoid` on Python floats: a NumPy call per number would cost more
+than the arithmetic.
+
+Checks and formatting:
+
+    positive_int(op, name, value)   the size check of every constructor
+    real_array(op, name, x)         numbers or an ndarray as a float array
+    class_labels(op, name, y, K)    integer labels (B,) in [0, K)
+    token_ids(op, name, ids, V)     integer token ids in [0, V), any shape
+    real_number(op, name, x)        a float, never None, a bool or a string
+    instance_of(op, name, x, cls)   x itself, or a TypeError naming `cls`
+    non_negative(op, name, value)   a number >= 0 (noise levels)
+    format_fixed(x, digits)         fixed-point text without "-0.0000"
+
+What this is not: a place for anything with a backward.  A function here is
+plain forward arithmetic; the backward rules stay next to their forward in
+the engines.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "sigmoid",
+    "softmax",
+    "log_softmax",
+    "one_hot",
+    "positive_int",
+    "non_negative",
+    "real_array",
+    "class_labels",
+    "token_ids",
+    "real_number",
+    "instance_of",
+    "format_fixed",
+]
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)) without overflow: exp is only ever taken of -|z| <= 0."""
+    e = np.exp(-np.abs(z))  # (...) in (0, 1]
+    return np.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
+
+
+def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """exp(z) / sum(exp(z)) along `axis`; exp never sees a positive number."""
+    e = np.exp(z - z.max(axis=axis, keepdims=True))  # (..., K) in (0, 1]
+    return e / e.sum(axis=axis, keepdims=True)  # (..., K) sums to 1 along axis
+
+
+def log_softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """z - log(sum(exp(z))) along `axis`, with the maximum subtracted first."""
+    shifted = z - z.max(axis=axis, keepdims=True)  # (..., K) the max is now 0
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def one_hot(y, K: int, dtype=np.float64) -> np.ndarray:
+    """Integer labels (B,) in [0, K) -> one-hot rows (B, K)."""
+    y = np.asarray(y)
+    if y.ndim != 1 or (y.size and y.dtype.kind not in "iu"):
+        raise ValueError(
+            "one_hot: labels must be a 1-D array of integers, "
+            f"got shape {y.shape} and dtype {y.dtype}"
+        )
+    if y.size and (y.min() < 0 or y.max() >= K):
+        raise ValueError(
+            f"one_hot: labels must lie in [0, {K}), "
+            f"got values from {y.min()} to {y.max()}"
+        )
+    Y = np.zeros((y.shape[0], K), dtype=dtype)  # (B, K)
+    Y[np.arange(y.shape[0]), y] = 1
+    return Y
+
+
+def positive_int(op: str, name: str, value, minimum: int = 1) -> int:
+    """`value` as an int if it is a whole number >= `minimum`, else a ValueError.
+
+    Accepts Python and NumPy integers (`np.int64(2)` is a size, as when it
+    comes from an array's shape); rejects bools (Python counts True as an
+    int, but `True` layers is a bug) and floats, even whole ones.
+    """
+    # numbers.Integral holds int and NumPy's integer types, and also bool
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if integral and value >= minimum:
+        return int(value)
+    what = "a positive int" if minimum == 1 else f"an int of at least {minimum}"
+    raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+
+
+def instance_of(op: str, name: str, value, cls, hint: str = ""):
+    """`value` if it is a `cls` (a class or a tuple of classes), else a
+    TypeError naming `op`, `name` and the expected type (plus `hint`)."""
+    if isinstance(value, cls):
+        return value
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    expected = " or ".join(c.__name__ for c in classes)
+    raise TypeError(
+        f"{op}: {name} must be a {expected}{hint}, "
+        f"got {type(value).__name__} {value!r:.40}"
+    )
+
+
+def real_number(op: str, name: str, value, finite: bool = True) -> float:
+    """`value` as a float if it is a real number (finite unless `finite` is
+    False), else a TypeError/ValueError naming `op` and `name`."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{op}: {name} must be a real number, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    if finite and not np.isfinite(value):
+        raise ValueError(f"{op}: {name} must be finite, got {value!r}")
+    return float(value)
+
+
+def real_array(
+    op: str, name: str, x, dtype=None, bool_arrays: bool = False
+) -> np.ndarray:
+    """`x` (a number, nested lists of numbers, an ndarray) as an ndarray of
+    real numbers (of `dtype` if given), or a TypeError naming `op`, `name`.
+
+    NumPy alone would turn None into nan, keep strings as strings, and drop
+    the imaginary part of complex numbers with only a warning.  Booleans are
+    refused unless `bool_arrays` (then a bool array is accepted, as masks
+    are, but a lone True or False still is not).
+    """
+    try:
+        arr = np.asarray(x)
+    except ValueError as e:  # ragged nested lists
+        raise ValueError(
+            f"{op}: {name} must be a rectangular array of real numbers ({e})"
+        ) from None
+    kinds = "fiub" if bool_arrays else "fiu"
+    if arr.dtype.kind not in kinds or (arr.dtype.kind == "b" and arr.ndim == 0):
+        raise TypeError(
+            f"{op}: {name} must be real numbers (a number, nested lists or an "
+            f"ndarray), got {type(x).__name__} of dtype {arr.dtype}"
+        )
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def class_labels(op: str, name: str, y, K: int | None = None, n=None):
+    """`y` as integer class labels (B,) in [0, K), or a clear error.
+
+    `n` is the number of rows they label (checked if given).  Whole floats
+    are refused too: a label array of floats is usually predictions or
+    one-hot rows passed by mistake, and (B, 1) against (B,) would broadcast.
+    """
+    y = real_array(op, name, y)
+    if y.ndim != 1 or y.dtype.kind not in "iu":
+        raise ValueError(
+            f"{op}: {name} must be a 1-D array of integer classes, "
+            f"got shape {y.shape} and dtype {y.dtype}"
+        )
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"{op}: {y.shape[0]} {name} for {n} rows")
+    if K is not None and y.size and (y.min() < 0 or y.max() >= K):
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {K}), "
+            f"got values from {y.min()} to {y.max()}"
+        )
+    return y
+
+
+def token_ids(op: str, name: str, ids, vocab_size=None, min_size: int = 0):
+    """`ids` (a list, nested lists or an integer ndarray) as an int64 array of
+    token ids in [0, vocab_size), with at least `min_size` entries.
+
+    Refuses floats (1.7 is no token; NumPy would truncate it) and negative ids
+    (Python would count -1 from the end and quietly read the last token).
+    """
+    arr = real_array(op, name, ids)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise TypeError(
+            f"{op}: {name} must be integer token ids, got dtype {arr.dtype}"
+        )
+    arr = arr.astype(np.int64)
+    if arr.size < min_size:
+        raise ValueError(
+            f"{op}: {name} must hold at least {min_size} token(s), got {arr.size}"
+        )
+    if arr.size and (arr.min() < 0 or (vocab_size and arr.max() >= vocab_size)):
+        upper = f"{vocab_size}" if vocab_size else "inf"
+        raise ValueError(
+            f"{op}: {name} must lie in [0, {upper}), "
+            f"got values from {arr.min()} to {arr.max()}"
+        )
+    return arr
+
+
+def non_negative(op: str, name: str, value) -> float:
+    """`value` as a float if it is a real number >= 0 (not a bool), else a
+    ValueError naming `op` and `name`."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if real and value >= 0:
+        return float(value)
+    raise ValueError(f"{op}: {name} must be a number >= 0, got {value!r}")
+
+
+def format_fixed(x: float, digits: int) -> str:
+    """`x` with `digits` decimals; a value that rounds to zero prints without
+    its sign ("0.0000", never "-0.0000", which would look like information)."""
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text

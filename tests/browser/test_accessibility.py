@@ -1,0 +1,98 @@
+"""WCAG 2 A/AA on every page, in light and in dark mode (axe-core).
+
+axe-core comes bundled in the `axe-playwright-python` package and is
+injected into the page by Playwright (no network).  A page passes when axe
+reports no *serious* or *critical* violation of the WCAG 2.0/2.1 A and AA
+rules, after MathJax and every widget have rendered.  The colour scheme is
+set both ways a reader sets it: the system preference and the theme's
+stored switch.
+"""
+
+from __future__ import annotations
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+
+from .conftest import DEMO
+from .pages import PAGES
+
+pytestmark = pytest.mark.browser
+
+AXE = Axe()
+OPTIONS = {
+    "runOnly": {
+        "type": "tag",
+        "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"],
+    },
+    "resultTypes": ["violations"],
+}
+BLOCKING = {"serious", "critical"}
+
+
+def _violations(p) -> list[dict]:
+    p.wait_for_math()
+    p.wait_for_widgets()
+    results = AXE.run(p.page, options=OPTIONS).response
+    return [v for v in results["violations"] if v["impact"] in BLOCKING]
+
+
+def _describe(violations: list[dict]) -> str:
+    lines = []
+    for v in violations:
+        lines.append(
+            f"{v['id']} ({v['impact']}): {len(v['nodes'])} elements - {v['help']}"
+        )
+        for node in v["nodes"][:4]:
+            detail = ""
+            data = (node.get("any") or [{}])[0].get("data") or {}
+            if isinstance(data, dict) and "contrastRatio" in data:
+                detail = (
+                    f" [{data['fgColor']} on {data['bgColor']}: "
+                    f"{data['contrastRatio']}:1]"
+                )
+            lines.append(f"    {' '.join(node['target'])}{detail}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("page", PAGES)
+def test_page_has_no_serious_accessibility_violations(book_page, page, mode):
+    p = book_page(page + ".html", mode=mode)
+    assert p.page.evaluate("document.documentElement.dataset.theme") == mode
+    found = _violations(p)
+    assert not found, f"{page} ({mode} mode):\n{_describe(found)}"
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
+    """Self-checks (with a verdict showing) and a hidden solution, both modes."""
+    p = demo_page(DEMO, mode=mode)
+    p.wait_for_widgets()
+    number = p.page.locator(".bl-check").first
+    number.locator("input").fill("5")
+    number.locator("input").press("Enter")
+    choice = p.page.locator(".bl-check").nth(1)
+    choice.locator("input[type=radio]").nth(1).check()
+    choice.locator("button.bl-check-submit").click()
+    p.page.wait_for_function(
+        "document.querySelectorAll('.bl-check[data-status]').length === 2"
+    )
+    found = _violations(p)
+    assert not found, f"demo ({mode} mode):\n{_describe(found)}"
+
+
+def test_default_mode_follows_the_system_colour_scheme(browser, book_url):
+    """With no stored choice, the book follows the reader's system setting."""
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme)
+        page = context.new_page()
+        page.route(
+            "**/*",
+            lambda r: (
+                r.continue_() if "127.0.0.1" in r.request.url else r.abort()
+            ),
+        )
+        page.goto(book_url + "book/intro.html", wait_until="networkidle")
+        assert page.evaluate("document.documentElement.dataset.mode") == "auto"
+        assert page.evaluate("document.documentElement.dataset.theme") == scheme
+        context.close()

@@ -1,0 +1,73 @@
+"""Navigation with the theme's sidebar buttons, on a phone and on a desktop.
+
+The pinned themes attach their handlers to a hidden duplicate of each
+toggle (pydata-sphinx-theme #2451, sphinx-book-theme #988); book.js
+forwards clicks from the visible buttons.  These tests use the buttons as
+a reader does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import PHONE
+
+pytestmark = pytest.mark.browser
+
+START = "notebooks/01_value_nodes.html"
+TARGET = "notebooks/02_topological_sort"
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_phone_opens_the_table_of_contents_and_follows_a_link(book_page, mode):
+    p = book_page(START, mode=mode, **PHONE)
+    page = p.page
+    toggle = page.locator(".primary-toggle:visible")
+    expect(toggle).to_have_count(1)
+    drawer = page.locator("#pst-primary-sidebar-modal")
+    expect(drawer).to_be_hidden()
+    toggle.click()
+    expect(drawer).to_be_visible()
+    link = drawer.locator(f"a[href$='{TARGET.split('/')[-1]}.html']")
+    expect(link).to_be_visible()
+    p.screenshot(f"phone_toc_open_{mode}", full_page=False)
+    link.click()
+    expect(page).to_have_url(re.compile(rf"{TARGET}\.html$"))
+    expect(page.locator("article h1")).to_contain_text("Topological")
+    p.assert_clean()
+
+
+def test_phone_toc_closes_with_escape_and_returns_focus(book_page):
+    p = book_page(START, **PHONE)
+    page = p.page
+    toggle = page.locator(".primary-toggle:visible")
+    toggle.click()
+    drawer = page.locator("#pst-primary-sidebar-modal")
+    expect(drawer).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+    expect(toggle).to_be_focused()
+
+
+def test_phone_opens_the_page_contents(book_page):
+    p = book_page(START, **PHONE)
+    toggle = p.page.locator(".secondary-toggle:visible")
+    expect(toggle).to_have_count(1)
+    toggle.click()
+    drawer = p.page.locator("#pst-secondary-sidebar-modal")
+    expect(drawer).to_be_visible()
+    expect(drawer.locator("a").first).to_be_visible()
+
+
+def test_desktop_toggle_collapses_and_restores_the_sidebar(book_page):
+    p = book_page(START)
+    sidebar = p.page.locator("#pst-primary-sidebar")
+    toggle = p.page.locator(".primary-toggle:visible")
+    expect(sidebar).to_be_visible()
+    toggle.click()
+    expect(sidebar).to_be_hidden()
+    toggle.click()
+    expect(sidebar).to_be_visible()

@@ -1,0 +1,622 @@
+"""`python -m backprop_lessons.ddp_train`, run every way it can be run, all at
+once.
+
+Each way starts fresh interpreters that import torch (seconds each, on 2
+shared cores), so one module fixture starts every run concurrently in the
+background - alone, torchrun x2, two torchrun "nodes" with a c10d
+rendezvous, --fsdp, --accumulate 2, and a run whose rank 1 dies after step
+3 - and starts the resume of that run as soon as it has ended.  The tests
+then only read the outputs.
+
+Every process the fixture starts carries a marker in its environment, which
+torchrun passes on to its workers (they run in sessions of their own, so
+killing the launcher's process group would not reach them): teardown kills
+every marked process that is still running, and a test checks that none is
+left.  Only 127.0.0.1 is used: free ports picked by the OS, gloo on `lo`.
+
+The module's functions are also tested in this process (the model against
+the NumPy GPT, batches, options, checkpoints found on disk).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from backprop_lessons import ddp_train as T
+from backprop_lessons.data.corpus import CharVocab, load_corpus
+from backprop_lessons.distributed import free_port
+from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
+
+STEPS = 6
+CRASH_AFTER = 3
+COMMON = [
+    "--steps",
+    str(STEPS),
+    "--seed",
+    "3",
+    "--dtype",
+    "float64",
+    "--timeout",
+    "30",
+]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+PROGRAM = ["-m", "backprop_lessons.ddp_train"]
+RUN_LIMIT = 240.0  # seconds: a run still going after this counts as hung
+MARKER = "BACKPROP_LESSONS_TEST_RUN"
+FINAL = re.compile(r"final loss: (\S+)")
+
+
+# ---------------------------------------------------------------------------
+# The launcher
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Finished:
+    """How one command ended: exit code, its outputs, wall seconds."""
+
+    name: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    # what the run left behind, e.g. the checkpoints it wrote
+    left: list = field(default_factory=list)
+    # seconds it took to stop after a crash
+    stopping: float = float("nan")
+
+    def final_loss(self) -> str | None:
+        """The repr after `final loss: ` on the last line of stdout."""
+        lines = self.stdout.strip().splitlines()
+        match = FINAL.fullmatch(lines[-1]) if lines else None
+        return match.group(1) if match else None
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: exit code {self.returncode} after "
+            f"{self.seconds:.1f} s\n--- stdout\n{self.stdout[-3000:]}"
+            f"\n--- stderr\n{self.stderr[-3000:]}"
+        )
+
+
+class Launcher:
+    """Starts commands in the background, each in a session of its own,
+    with output to files; finds and kills everything they started."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.marker = uuid.uuid4().hex
+        self.running: dict[str, tuple[subprocess.Popen, float]] = {}
+        self.chained: dict[str, threading.Thread] = {}
+        self.launched: dict[str, Finished] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                MARKER: self.marker,
+                "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                "OPENBLAS_NUM_THREADS": "1",
+                "GLOO_SOCKET_IFNAME": "lo",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def start(self, name: str, argv: list[str]) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            with (
+                open(self.directory / f"{name}.out", "w") as out,
+                open(self.directory / f"{name}.err", "w") as err,
+            ):
+                proc = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=err,
+                    env=self.env(),
+                    cwd=self.directory,
+                    start_new_session=True,
+                )
+            self.running[name] = (proc, time.monotonic())
+
+    def start_launch(self, name: str, args: list[str]) -> None:
+        """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
+
+        def call():
+            started = time.monotonic()
+            run = T.launch(args, timeout=RUN_LIMIT, env=self.env())
+            self.launched[name] = Finished(
+                name,
+                run.returncode,
+                run.stdout,
+                run.stderr,
+                time.monotonic() - started,
+            )
+
+        self.chained[name] = threading.Thread(target=call, daemon=True)
+        self.chained[name].start()
+
+    def start_after(
+        self, first: str, name: str, argv: list[str], before=None
+    ) -> None:
+        """Start `name` as soon as `first` has ended (from a thread), after
+        calling `before()`."""
+
+        def chain():
+            try:
+                self.running[first][0].wait(timeout=RUN_LIMIT)
+            except subprocess.TimeoutExpired:
+                return
+            if before is not None:
+                before()
+            self.start(name, argv)
+
+        self.chained[name] = threading.Thread(target=chain, daemon=True)
+        self.chained[name].start()
+
+    def wait(self, name: str) -> Finished:
+        if name in self.chained:
+            self.chained[name].join(RUN_LIMIT)
+        if name in self.launched:
+            return self.launched[name]
+        if name not in self.running:
+            pytest.fail(f"{name} was never started")
+        proc, started = self.running[name]
+        left = RUN_LIMIT - (time.monotonic() - started)
+        try:
+            proc.wait(timeout=max(left, 0.1))
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            pytest.fail(f"{name} still ran after {RUN_LIMIT} s: hung")
+        return Finished(
+            name,
+            proc.returncode,
+            (self.directory / f"{name}.out").read_text(),
+            (self.directory / f"{name}.err").read_text(),
+            time.monotonic() - started,
+        )
+
+    def marked_processes(self) -> list[psutil.Process]:
+        """Every live process carrying this launcher's marker (workers
+        included: they inherit the environment)."""
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if (
+                    p.environ().get(MARKER) == self.marker
+                    and p.status() != psutil.STATUS_ZOMBIE
+                ):
+                    found.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def kill_all(self) -> None:
+        """SIGKILL every process group started and every marked process."""
+        with self.lock:
+            self.closed = True  # chained runs start no more
+        for proc, _ in self.running.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for p in self.marked_processes():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        for proc, _ in self.running.values():
+            proc.wait()
+
+
+def _torchrun_standalone(*args: str) -> list[str]:
+    return (
+        TORCHRUN
+        + ["--standalone", "--nproc-per-node", "2"]
+        + PROGRAM
+        + COMMON
+        + list(args)
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def launcher(request, tmp_path_factory):
+    """Starts every run when the module starts (the tests in this process
+    then run while they do), if a selected test needs them; kills whatever
+    is left at the end."""
+    runs = Launcher(tmp_path_factory.mktemp("ddp_train_runs"))
+    if any(
+        "runs" in item.fixturenames
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    ):
+        _start_every_run(runs)
+    yield runs
+    runs.kill_all()
+    assert psutil.wait_procs(runs.marked_processes(), timeout=10)[1] == []
+
+
+def _start_every_run(runs: Launcher) -> None:
+    checkpoints = runs.directory / "checkpoints"
+    runs.start(
+        "crash",
+        _torchrun_standalone(
+            "--checkpoint-dir",
+            str(checkpoints),
+            "--crash-rank",
+            "1",
+            "--crash-after-step",
+            str(CRASH_AFTER),
+        ),
+    )
+    # what the crash left, listed (and when it ended, noted) before the
+    # resume adds to it
+    runs.crash_left, runs.crash_ended = [], []
+
+    def note_crash():
+        runs.crash_ended.append(time.time())
+        runs.crash_left.extend(sorted(p.name for p in checkpoints.iterdir()))
+
+    # The resume: one process with FSDP, from the checkpoints 2 DDP ranks
+    # wrote (DCP reshards on load).
+    runs.start_after(
+        "crash",
+        "resume",
+        [sys.executable]
+        + PROGRAM
+        + COMMON
+        + ["--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
+        before=note_crash,
+    )
+    # alone, through ddp_train.launch as the chapter runs it
+    runs.start_launch("alone", COMMON)
+    runs.start("torchrun", _torchrun_standalone())
+    port = free_port()
+    for node in (0, 1):
+        runs.start(
+            f"node{node}",
+            TORCHRUN
+            + [
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--rdzv-id",
+                runs.marker,
+            ]
+            + PROGRAM
+            + COMMON,
+        )
+    runs.start("fsdp", _torchrun_standalone("--fsdp"))
+    # no_sync across 2 ranks is counted in test_scale_out; here the
+    # accumulating run is alone, to save starting 3 more interpreters
+    runs.start(
+        "accumulate", [sys.executable] + PROGRAM + COMMON + ["--accumulate", "2"]
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(launcher) -> dict[str, Finished]:
+    """Every run, finished."""
+    finished = {
+        name: launcher.wait(name)
+        for name in (
+            "crash",
+            "alone",
+            "torchrun",
+            "node0",
+            "node1",
+            "fsdp",
+            "accumulate",
+            "resume",
+        )
+    }
+    finished["crash"].left = list(launcher.crash_left)
+    last = launcher.directory / "checkpoints" / f"step-{CRASH_AFTER:06d}"
+    # seconds from the last checkpoint (the crash came right after it) to
+    # the end of the whole run
+    finished["crash"].stopping = (
+        launcher.crash_ended[0] - (last / ".metadata").stat().st_mtime
+    )
+    return finished
+
+
+def _succeeded(run: Finished) -> str:
+    assert run.returncode == 0, run.describe()
+    loss = run.final_loss()
+    assert loss is not None, run.describe()
+    return loss
+
+
+# ---------------------------------------------------------------------------
+# The pieces, in this process (first: the runs go on meanwhile)
+# ---------------------------------------------------------------------------
+
+CONFIG = T.TINY_CONFIG
+
+
+def test_tiny_config_fits_the_shipped_corpus():
+    assert CONFIG.vocab_size == len(CharVocab(load_corpus()))
+    data = T.corpus_tokens()
+    assert data.min() == 0 and data.max() == CONFIG.vocab_size - 1
+
+
+def test_the_module_computes_the_numpy_gpt_loss_and_gradients():
+    params = init_params(CONFIG, seed=1, dtype=np.float64)
+    x, y = T.step_batch(T.corpus_tokens(), T.TrainOptions(seed=1), 0)
+    model = T.GPTModule(params, CONFIG)
+    loss = model(torch.as_tensor(x), torch.as_tensor(y))
+    loss.backward()
+    ref_loss, cache = gpt_forward(params, CONFIG, x, y)
+    ref_grads = gpt_backward(params, CONFIG, cache)
+    assert loss.item() == pytest.approx(ref_loss, rel=1e-13)
+    grads = {name: getattr(model, name).grad.numpy() for name in T.TOP_NAMES}
+    for name in T.BLOCK_NAMES:
+        grads[name] = np.stack(
+            [getattr(b, name).grad.numpy() for b in model.blocks]
+        )
+    assert list(T.full_parameters(model)) == list(params)
+    for name, g in ref_grads.items():
+        np.testing.assert_allclose(
+            grads[name], g, rtol=1e-10, atol=1e-15, err_msg=name
+        )
+
+
+def test_full_parameters_stacks_the_blocks_back():
+    params = init_params(CONFIG, seed=2, dtype=np.float32)
+    back = T.full_parameters(T.GPTModule(params, CONFIG))
+    assert all(np.array_equal(back[n], params[n]) for n in params)
+    assert {back[n].dtype for n in back} == {np.dtype(np.float32)}
+
+
+def test_batches_are_the_same_for_the_same_step():
+    data, options = T.corpus_tokens(), T.TrainOptions(seed=5)
+    x1, y1 = T.step_batch(data, options, 4)
+    x2, y2 = T.step_batch(data, options, 4)
+    x3, _ = T.step_batch(data, options, 5)
+    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+    assert not np.array_equal(x1, x3)
+    assert np.array_equal(y1[:, :-1], x1[:, 1:])
+    ex, _ = T.eval_batch(data, options)
+    assert ex.shape == (8, CONFIG.block_size) and not np.array_equal(ex, x1)
+
+
+def test_micro_batches_cover_the_rank_shard_in_order():
+    x = np.arange(16).reshape(8, 2)
+    micro = T.micro_batches(x, x + 100, rank=1, world_size=2, accumulate=2)
+    assert [m[0][:, 0].tolist() for m in micro] == [[8, 10], [12, 14]]
+    assert micro[1][1][0, 0] == 112
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="does not split into 2 ranks x 3"):
+        T.TrainOptions(batch_size=8, accumulate=3).check_world(2)
+    assert T.TrainOptions(batch_size=8, accumulate=2).check_world(2) == 2
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        T.TrainOptions(steps=0)
+    with pytest.raises(ValueError, match="dtype must be"):
+        T.TrainOptions(dtype="float16")
+
+
+def test_command_line_checks():
+    with pytest.raises(SystemExit):
+        T.parse_args(["--resume"])
+    with pytest.raises(SystemExit):
+        T.parse_args(["--crash-rank", "1"])
+    args = T.parse_args(["--fsdp", "--accumulate", "2"])
+    assert args.fsdp and args.accumulate == 2 and args.threads == 1
+
+
+def test_environment_from_torchrun_variables():
+    env = T.Environment.from_env(
+        {"RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+    )
+    assert (env.rank, env.local_rank, env.world_size, env.launched) == (
+        1,
+        0,
+        2,
+        True,
+    )
+    assert T.Environment.from_env({}).world_size == 1
+
+
+@pytest.fixture
+def group_of_one():
+    """A process group of this process alone (an in-process store: no
+    network), as `ddp_train` makes when it runs without torchrun."""
+    env = T.Environment(rank=0, local_rank=0, world_size=1, launched=False)
+    T.start_process_group(env, torch.device("cpu"), timeout=30)
+    yield env
+    torch.distributed.destroy_process_group()
+
+
+def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
+    cpu = torch.device("cpu")
+    options = T.TrainOptions(steps=3, seed=4)
+    uninterrupted = T.train(options, group_of_one, cpu)
+    # a run that stopped after step 2, then the same command with --resume
+    T.train(T.TrainOptions(steps=2, seed=4), group_of_one, cpu, tmp_path)
+    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
+    resumed = T.train(options, group_of_one, cpu, tmp_path, resume=True)
+    assert resumed == uninterrupted  # same way of running: the same float
+    with pytest.raises(ValueError, match=r"other options \(seed differ"):
+        T.train(
+            T.TrainOptions(steps=4, seed=5),
+            group_of_one,
+            cpu,
+            tmp_path,
+            resume=True,
+        )
+
+
+def test_finished_reads_the_last_line_and_the_root_cause():
+    run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
+    assert run.final_loss == 3.25 and run.root_cause() is None
+    failed = T.Finished(
+        ("python", "-m", "backprop_lessons.ddp_train"),
+        1,
+        "",
+        "ValueError: TrainOptions: steps must be ...",
+    )
+    with pytest.raises(
+        RuntimeError,
+        match=r"ddp_train: python -m "
+        r"backprop_lessons.ddp_train ended with exit code 1 "
+        r"and no final loss(.|\n)*steps must be",
+    ):
+        _ = failed.final_loss
+    report = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 17280)
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_20:27:01
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 17281)  (SIGKILL)
+  traceback : Signal 9 (SIGKILL) received by PID 17281
+"""
+    failed = T.Finished(("torchrun",), 1, "", report)
+    assert failed.root_cause() == {"rank": 1, "exitcode": -9, "signal": "SIGKILL"}
+    exited = T.Finished(
+        ("torchrun",),
+        1,
+        "",
+        report.replace("-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)"),
+    )
+    assert exited.root_cause() == {"rank": 1, "exitcode": 1, "signal": None}
+
+
+def test_latest_checkpoint_skips_incomplete_ones(tmp_path):
+    assert T.latest_checkpoint(tmp_path) is None
+    for step, complete in ((1, True), (2, True), (3, False)):
+        d = tmp_path / f"step-{step:06d}"
+        d.mkdir()
+        if complete:
+            (d / ".metadata").write_bytes(b"")
+    (tmp_path / "step-notanumber").mkdir()
+    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
+
+
+def test_optimizer_decays_only_the_matrices():
+    model = T.GPTModule(init_params(CONFIG, seed=0), CONFIG)
+    opt = T.make_optimizer(model, T.TrainOptions())
+    decayed = {id(p) for p in opt.param_groups[0]["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in decayed}
+    assert {n.rsplit(".", 1)[-1] for n in names} == {
+        "wte",
+        "wpe",
+        "qkvw",
+        "attprojw",
+        "fcw",
+        "fcprojw",
+    }
+    assert opt.param_groups[1]["weight_decay"] == 0.0
+
+
+# ---------------------------------------------------------------------------
+# The runs (started by the `launcher` fixture)
+# ---------------------------------------------------------------------------
+
+
+def test_five_ways_of_running_give_the_same_final_loss(runs):
+    losses = {
+        name: _succeeded(runs[name])
+        for name in ("alone", "torchrun", "fsdp", "accumulate")
+    }
+    nodes = [runs["node0"], runs["node1"]]
+    printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
+    for n in nodes:
+        assert n.returncode == 0, n.describe()
+    assert len(printed) == 1, "exactly one node holds rank 0 and prints"
+    losses["two nodes"] = printed[0]
+    reference = float(losses["alone"])
+    table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
+    for _name, loss in losses.items():
+        assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), table
+
+
+def test_each_way_runs_as_asked(runs):
+    header = {
+        name: runs[name].stdout.splitlines()[0]
+        for name in ("alone", "torchrun", "fsdp", "accumulate")
+    }
+    assert "DDP, world size 1 " in header["alone"]
+    assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
+    assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
+    assert "= 1 rank x 2 micro-batches x 4 sequences" in header["accumulate"]
+    node_out = runs["node0"].stdout + runs["node1"].stdout
+    assert "DDP, world size 2 (gloo on cpu)" in node_out
+    steps = [
+        line
+        for line in runs["torchrun"].stdout.splitlines()
+        if line.startswith("step")
+    ]
+    assert len(steps) == STEPS
+
+
+def test_a_dying_worker_stops_the_run_and_is_named(runs):
+    crash = runs["crash"]
+    assert crash.returncode != 0, crash.describe()
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
+    assert crash.final_loss() is None
+    report = T.Finished(
+        ("torchrun",), crash.returncode, crash.stdout, crash.stderr
+    )
+    assert report.root_cause() == {
+        "rank": 1,
+        "exitcode": -9,
+        "signal": "SIGKILL",
+    }, crash.describe()
+    # the others stopped within the collective timeout (--timeout 30): the
+    # lost connection told them, they did not wait it out
+    assert crash.stopping < 30, crash.describe()
+
+
+def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
+    assert runs["crash"].left == [
+        f"step-{k:06d}" for k in range(1, CRASH_AFTER + 1)
+    ]
+    resumed = runs["resume"]
+    loss = _succeeded(resumed)
+    assert (
+        f"resumed from step-{CRASH_AFTER:06d} (step {CRASH_AFTER})"
+        in resumed.stdout
+    )
+    assert "FSDP2 (fully_shard), world size 1" in resumed.stdout
+    steps = [
+        line.split()[1]
+        for line in resumed.stdout.splitlines()
+        if line.startswith("step")
+    ]
+    assert steps == [f"{k}/{STEPS}" for k in range(CRASH_AFTER + 1, STEPS + 1)]
+    # 2 DDP ranks for 3 steps, then 1 FSDP process: the same sums, split
+    # differently, so the same loss to float64 rounding
+    assert float(loss) == pytest.approx(
+        float(_succeeded(runs["torchrun"])), rel=1e-12, abs=0
+    )
+
+
+def test_no_process_is_left(runs, launcher):
+    assert psutil.wait_procs(launcher.marked_processes(), timeout=10)[1] == []

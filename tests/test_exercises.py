@@ -1,0 +1,643 @@
+"""Tests of `backprop_lessons.exercises`: every check, on the chapter's
+solution ("correct"), on a stub ("not attempted yet") and on a wrong answer
+("not yet" with a hint), printing exactly one line each time."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import pytest
+
+from backprop_lessons.exercises import (
+    backprop_at_scale,
+    debugging_backward,
+    forward_vs_reverse,
+    gpt_backward,
+    matmul_vjp,
+    mlp_by_hand,
+    topological_sort,
+    value_nodes,
+)
+from backprop_lessons.exercises.checking import (
+    Verdict,
+    attempt,
+    require_filled,
+    run_check,
+)
+from backprop_lessons.forward_mode import jvp
+from backprop_lessons.scalar import Value, float_sigmoid, topological_order
+
+
+def run(check, *answers, capsys):
+    """The verdict of check(*answers) and the one line it printed."""
+    verdict = check(*answers)
+    printed = capsys.readouterr().out
+    assert printed == f"{verdict}\n"
+    assert isinstance(verdict, Verdict)
+    return verdict
+
+
+def assert_verdict(verdict, status, hint=""):
+    assert verdict.status == status, str(verdict)
+    assert hint in verdict.hint, str(verdict)
+
+
+def stub_raising(*args):
+    raise NotImplementedError
+
+
+def stub_ellipsis(*args): ...
+
+
+# ---- the shared machinery ------------------------------------------------------
+
+
+def test_verdict_text_and_flags():
+    assert str(Verdict(2, "correct")) == "Exercise 2: correct"
+    not_yet = Verdict(1, "not yet", "dX is wrong")
+    assert str(not_yet) == "Exercise 1: not yet - dX is wrong"
+    assert not not_yet.correct and not_yet.attempted
+    assert not Verdict(3, "not attempted yet", "write it").attempted
+    assert not_yet._ipython_display_() is None  # shows nothing a second time
+
+
+def test_stubs_are_recognised_in_functions_and_values():
+    from backprop_lessons.exercises.checking import NotAttempted
+
+    for stub in (stub_raising, stub_ellipsis, lambda: ...):
+        with pytest.raises(NotAttempted, match="write f"):
+            attempt(stub, todo="write f")
+    assert attempt(lambda: None, todo="", may_return_none=True) is None
+    for value in (None, ..., {"a": ..., "b": 2}, [1, [...]]):
+        with pytest.raises(NotAttempted):
+            require_filled(value, "fill it")
+    assert require_filled({"a": 1, "b": None}, "") == {"a": 1, "b": None}
+
+
+def test_an_exception_in_the_readers_code_is_a_not_yet(capsys):
+    verdict = run(value_nodes.check_softplus, lambda v: v.nope, capsys=capsys)
+    assert_verdict(verdict, "not yet", "your code raised AttributeError")
+
+
+def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():
+    def check(answer):
+        return {}["missing"]  # the check's own code fails
+
+    with pytest.raises(KeyError):
+        run_check(1, check, 0)
+
+
+# ---- value nodes ---------------------------------------------------------------
+
+
+def softplus(v):
+    """ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no e^x that overflows."""
+    x = v.data
+    e = math.exp(-abs(x))
+    slope = 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+    return Value(max(x, 0.0) + math.log1p(e), "", (v,), (slope,), "softplus")
+
+
+def overflowing_softplus(v):
+    e = math.exp(v.data)
+    return Value(math.log1p(e), "", (v,), (e / (1.0 + e),), "softplus")
+
+
+def test_softplus_must_not_overflow(capsys):
+    verdict = value_nodes.check_softplus(overflowing_softplus)
+    assert verdict.status == "not yet"
+    assert "OverflowError" in capsys.readouterr().out
+
+
+def divide(a, b):
+    return Value(
+        a.data / b.data, "", (a, b), (1 / b.data, -a.data / b.data**2), "/"
+    )
+
+
+def buggy_divide(a, b):
+    return Value(
+        a.data / b.data, "", (a, b), (1 / b.data, a.data / b.data**2), "/"
+    )
+
+
+@pytest.mark.parametrize(
+    "check,right,wrong,hint",
+    [
+        (
+            value_nodes.check_softplus,
+            softplus,
+            lambda v: (v.exp() + 1).log(),
+            "one new Value",
+        ),
+        (value_nodes.check_divide, divide, buggy_divide, "d/db is 0.750000"),
+        (
+            value_nodes.check_hand_gradients,
+            {"a": 3.0, "b": 4.0},
+            {"a": 3.0, "b": 6.0},
+            "b is used twice",
+        ),
+    ],
+)
+def test_value_node_checks(check, right, wrong, hint, capsys):
+    assert run(check, right, capsys=capsys).correct
+    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
+    stub = {"a": ..., "b": ...} if isinstance(right, dict) else stub_ellipsis
+    assert_verdict(run(check, stub, capsys=capsys), "not attempted yet")
+
+
+# ---- topological sort ----------------------------------------------------------
+
+
+def depth(root):
+    levels = {}
+    for node in topological_order(root):
+        levels[id(node)] = 1 + max(
+            (levels[id(c)] for c in node._children), default=-1
+        )
+    return levels[id(root)]
+
+
+def buggy_order(root):
+    order, visited, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in visited:
+            visited.add(id(node))
+            order.insert(0, node)
+            stack.extend(node._children)
+    return order
+
+
+def backward_when_ready(root):
+    pending, stack, seen = {}, [root], {id(root)}
+    while stack:
+        node = stack.pop()
+        node.grad = 0.0
+        for child in node._children:
+            pending[id(child)] = pending.get(id(child), 0) + 1
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    root.grad = 1.0
+    ready = deque([root])
+    while ready:
+        node = ready.popleft()
+        for child, local in zip(node._children, node._local_grads):
+            child.grad += local * node.grad
+            pending[id(child)] -= 1
+            if pending[id(child)] == 0:
+                ready.append(child)
+
+
+def backward_without_waiting(root):
+    root.grad = 1.0
+    for node in reversed(buggy_order(root)):
+        for child, local in zip(node._children, node._local_grads):
+            child.grad += local * node.grad
+
+
+@pytest.mark.parametrize(
+    "check,right,wrong,hint",
+    [
+        (
+            topological_sort.check_depth,
+            depth,
+            lambda root: 1,
+            "relu example should be 3",
+        ),
+        (
+            topological_sort.check_order_function,
+            topological_order,
+            buggy_order,
+            "shared x is not topological",
+        ),
+        (
+            topological_sort.check_readiness_backward,
+            backward_when_ready,
+            backward_without_waiting,
+            "gradients differ on the diamond",
+        ),
+    ],
+)
+def test_topological_sort_checks(check, right, wrong, hint, capsys):
+    assert run(check, right, capsys=capsys).correct
+    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
+    for stub in (stub_raising, stub_ellipsis):
+        assert_verdict(run(check, stub, capsys=capsys), "not attempted yet")
+
+
+# ---- forward vs reverse --------------------------------------------------------
+
+
+def sigmoid_jvp_fixed(primals, tangents):
+    (x,), (x_dot,) = primals, tangents
+    s = float_sigmoid(x)
+    return s, s * (1.0 - s) * x_dot
+
+
+def sigmoid_jvp_buggy(primals, tangents):
+    (x,), _ = primals, tangents
+    s = float_sigmoid(x)
+    return s, s * (1.0 - s)
+
+
+def directional_derivative(f, xs, v):
+    return jvp(f, xs, v)[1]
+
+
+def passes_per_step(P, method):
+    return {"one-sided": P + 1, "centered": 2 * P, "forward": P, "reverse": 2}[
+        method
+    ]
+
+
+@pytest.mark.parametrize(
+    "check,right,wrong,hint",
+    [
+        (
+            forward_vs_reverse.check_jvp_rule,
+            sigmoid_jvp_fixed,
+            sigmoid_jvp_buggy,
+            "differs from reverse mode",
+        ),
+        (
+            forward_vs_reverse.check_directional_derivative,
+            directional_derivative,
+            lambda f, xs, v: sum(
+                directional_derivative(f, xs, v) for _ in range(2)
+            ),
+            "2 passes of f, expected 1",
+        ),
+        (
+            forward_vs_reverse.check_passes_per_step,
+            passes_per_step,
+            lambda P, method: 2 * P if method != "reverse" else 2,
+            "one-sided with P = 3 took 4 passes",
+        ),
+    ],
+)
+def test_forward_vs_reverse_checks(check, right, wrong, hint, capsys):
+    assert run(check, right, capsys=capsys).correct
+    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
+    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
+
+
+def test_the_jvp_check_restores_the_package_rule(capsys):
+    from backprop_lessons import forward_mode as fm
+
+    rule = fm.jvp_rules["sigmoid"]
+    run(forward_vs_reverse.check_jvp_rule, sigmoid_jvp_buggy, capsys=capsys)
+    assert fm.jvp_rules["sigmoid"] is rule
+
+
+# ---- matmul VJP ----------------------------------------------------------------
+
+
+def shared_weight_vjp(G, X, W):
+    n, k = W.shape
+    return G @ W.T, X.reshape(-1, n).T @ G.reshape(-1, k)
+
+
+def linear_backward(G, X, W):
+    return G @ W.T, X.T @ G, G.sum(axis=0)
+
+
+def linear_backward_buggy(G, X, W):
+    return G @ W, X.T @ G, G.mean(axis=0)
+
+
+def logsumexp_vjp(g, z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return g[:, None] * e / e.sum(axis=-1, keepdims=True)
+
+
+def my_unbroadcast(grad, shape):
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return grad
+
+
+@pytest.mark.parametrize(
+    "check,right,wrong,hint",
+    [
+        (
+            matmul_vjp.check_shared_weight_vjp,
+            shared_weight_vjp,
+            lambda G, X, W: (G @ W.T, X[0].T @ G[0]),
+            "dW has the right shape but wrong values",
+        ),
+        (
+            matmul_vjp.check_linear_backward,
+            linear_backward,
+            linear_backward_buggy,
+            "dX and db disagree",
+        ),
+        (
+            matmul_vjp.check_logsumexp_vjp,
+            logsumexp_vjp,
+            lambda g, z: (
+                g[:, None] * np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+            ),
+            "not finite",
+        ),
+        (
+            matmul_vjp.check_unbroadcast,
+            my_unbroadcast,
+            lambda grad, shape: grad.sum(
+                axis=tuple(range(grad.ndim - len(shape)))
+            ),
+            "(2, 3, 4) -> (3, 1) gives shape (3, 4)",
+        ),
+    ],
+)
+def test_matmul_vjp_checks(check, right, wrong, hint, capsys):
+    assert run(check, right, capsys=capsys).correct
+    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
+    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+
+
+# ---- MLP by hand ---------------------------------------------------------------
+
+
+def mlp_backward(model, Y, sigmoid_slope=True):
+    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
+    W2, W3 = model.params["W2"], model.params["W3"]
+    delta3 = (Y_hat - Y) / X.shape[0]
+    delta2 = (delta3 @ W3.T) * H2 * (1 - H2)
+    delta1 = (delta2 @ W2.T) * H1 * ((1 - H1) if sigmoid_slope else 1)
+    return {
+        "W1": X.T @ delta1,
+        "b1": delta1.sum(axis=0),
+        "W2": H1.T @ delta2,
+        "b2": delta2.sum(axis=0),
+        "W3": H2.T @ delta3,
+        "b3": delta3.sum(axis=0),
+    }
+
+
+def input_gradient(model, Y):
+    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
+    W1, W2, W3 = (model.params[k] for k in ("W1", "W2", "W3"))
+    delta2 = ((Y_hat - Y) / X.shape[0] @ W3.T) * H2 * (1 - H2)
+    return ((delta2 @ W2.T) * H1 * (1 - H1)) @ W1.T
+
+
+def tanh_answer(vanishes):
+    from backprop_lessons.deep_mlp import layer_gradient_norms, per_layer_ratio
+
+    norms = layer_gradient_norms(depth=20, width=64, activation="tanh", seed=0)
+    return {"tanh_ratio": per_layer_ratio(norms), "vanishes": vanishes}
+
+
+@pytest.mark.parametrize(
+    "check,right,wrong,hint",
+    [
+        (
+            mlp_by_hand.check_mlp_backward,
+            mlp_backward,
+            lambda model, Y: mlp_backward(model, Y, sigmoid_slope=False),
+            "W1, b1 disagree",
+        ),
+        (
+            mlp_by_hand.check_input_gradient,
+            input_gradient,
+            lambda model, Y: 2 * input_gradient(model, Y),
+            "dX disagrees with finite differences",
+        ),
+        (mlp_by_hand.check_tanh_ratio, True, False, "look at the ratio again"),
+    ],
+)
+def test_mlp_by_hand_checks(check, right, wrong, hint, capsys):
+    if check is mlp_by_hand.check_tanh_ratio:
+        right, wrong, stub = (
+            tanh_answer(False),
+            tanh_answer(True),
+            {"tanh_ratio": ...},
+        )
+    else:
+        stub = stub_raising
+    assert run(check, right, capsys=capsys).correct
+    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
+    assert_verdict(run(check, stub, capsys=capsys), "not attempted yet")
+
+
+# ---- GPT backward --------------------------------------------------------------
+
+
+def layernorm_backward(dinp, dweight, dbias, dout, cache, full=True):
+    inp, weight, mean, rstd = cache
+    xhat = (inp - mean) * rstd
+    dbias += dout.sum(axis=(0, 1))
+    dweight += (dout * xhat).sum(axis=(0, 1))
+    g = dout * weight
+    through_mean = g.mean(axis=-1, keepdims=True) if full else 0
+    dinp += rstd * (
+        g - through_mean - xhat * (g * xhat).mean(axis=-1, keepdims=True)
+    )
+
+
+def count(c):
+    C = c.n_embd
+    return (
+        c.vocab_size * C
+        + c.block_size * C
+        + c.n_layer * (12 * C * C + 13 * C)
+        + 2 * C
+    )
+
+
+def test_gpt_backward_checks(capsys):
+    check = gpt_backward.check_layernorm_backward
+    assert run(check, layernorm_backward, capsys=capsys).correct
+    buggy = run(
+        check, lambda *a: layernorm_backward(*a, full=False), capsys=capsys
+    )
+    assert_verdict(buggy, "not yet", "wrong gradients for dinp:")
+    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+
+    check = gpt_backward.check_parameter_count
+    assert run(check, count, capsys=capsys).correct
+    assert_verdict(
+        run(check, lambda c: count(c) - 2 * c.n_embd, capsys=capsys), "not yet"
+    )
+    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
+
+
+def test_gpt_wte_parts_check(capsys):
+    from backprop_lessons.gpt import (
+        GPTConfig,
+        gpt_forward,
+        init_params,
+        layers,
+    )
+    from backprop_lessons.gpt import (
+        gpt_backward as backward,
+    )
+
+    config = GPTConfig(vocab_size=9, block_size=6, n_layer=1, n_head=2, n_embd=8)
+    rng = np.random.default_rng(0)
+    params = init_params(config, seed=1, dtype=np.float64)
+    idx = rng.integers(0, 9, size=(2, 6))
+    targets = rng.integers(0, 9, size=(2, 6))
+    _, cache = gpt_forward(params, config, idx, targets)
+    dlogits = np.zeros((2, 6, 9))
+    layers.crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
+    head = np.zeros_like(params["wte"])
+    layers.matmul_backward(None, head, None, dlogits, cache["lm_head"])
+    embedding = backward(params, config, cache)["wte"] - head
+    args = (params, config, idx, targets)
+    check = gpt_backward.check_wte_parts
+    assert run(check, head, embedding, *args, capsys=capsys).correct
+    wrong = run(check, embedding, head, *args, capsys=capsys)
+    assert_verdict(wrong, "not yet", "head_part differs from PyTorch's")
+    assert_verdict(
+        run(check, ..., ..., *args, capsys=capsys), "not attempted yet"
+    )
+
+
+# ---- debugging a backward ------------------------------------------------------
+
+
+def autograd_functions():
+    import torch
+
+    class SoftmaxFixed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, z):
+            p = torch.softmax(z, dim=-1)
+            ctx.save_for_backward(p)
+            return p
+
+        @staticmethod
+        def backward(ctx, grad_p):
+            (p,) = ctx.saved_tensors
+            return p * (grad_p - (grad_p * p).sum(dim=-1, keepdim=True))
+
+    class SoftmaxBuggy(SoftmaxFixed):
+        @staticmethod
+        def backward(ctx, grad_p):
+            (p,) = ctx.saved_tensors
+            return p * grad_p
+
+    class SoftmaxStub(SoftmaxFixed):
+        @staticmethod
+        def backward(ctx, grad_p):
+            raise NotImplementedError
+
+    class LinearFixed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            ctx.save_for_backward(x, w)
+            return x @ w.T + b
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            return dy @ w, dy.T @ x, dy.sum(dim=0)
+
+    class LinearBuggy(LinearFixed):
+        @staticmethod
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            return dy @ w, (x.T @ dy)[: w.shape[0], : w.shape[1]], dy.sum(dim=0)
+
+    class LinearStub(LinearFixed):
+        @staticmethod
+        def backward(ctx, dy): ...
+
+    return (
+        SoftmaxFixed,
+        SoftmaxBuggy,
+        SoftmaxStub,
+        LinearFixed,
+        LinearBuggy,
+        LinearStub,
+    )
+
+
+def accumulate(model, x, y, micro_batches, zero_first=True):
+    import torch.nn.functional as F
+
+    if zero_first:
+        model.zero_grad()
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        (F.mse_loss(model(xb), yb) / micro_batches).backward()
+
+
+def test_debugging_backward_checks(capsys):
+    s_fix, s_bug, s_stub, l_fix, l_bug, l_stub = autograd_functions()
+    check = debugging_backward.check_softmax_function
+    assert run(check, s_fix, capsys=capsys).correct
+    assert_verdict(run(check, s_bug, capsys=capsys), "not yet", "not diagonal")
+    assert_verdict(run(check, s_stub, capsys=capsys), "not attempted yet")
+    check = debugging_backward.check_linear_function
+    assert run(check, l_fix, capsys=capsys).correct
+    assert_verdict(run(check, l_bug, capsys=capsys), "not yet", "(3, 3) weight")
+    assert_verdict(run(check, l_stub, capsys=capsys), "not attempted yet")
+    check = debugging_backward.check_accumulate
+    assert run(check, accumulate, capsys=capsys).correct
+    wrong = run(check, lambda *a: accumulate(*a, zero_first=False), capsys=capsys)
+    assert_verdict(wrong, "not yet", "zero them first")
+    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+
+
+# ---- backprop at scale ---------------------------------------------------------
+
+
+def predicted_flops(sizes, batch, first_input_grad=False):
+    layer = [2 * batch * a * b for a, b in zip(sizes[:-1], sizes[1:])]
+    forward = sum(layer)
+    return forward, 2 * forward - (0 if first_input_grad else layer[0])
+
+
+def combine(grads, sizes):
+    return sum(n * g for n, g in zip(sizes, grads)) / sum(sizes)
+
+
+def rank_times_accumulation(model, x, y, ranks, micro, divide_micro=True):
+    import torch
+
+    from backprop_lessons import distributed
+
+    total = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
+    for r in range(ranks):
+        model.zero_grad()
+        xr, yr = distributed.shard(x, r, ranks), distributed.shard(y, r, ranks)
+        for k in range(micro):
+            xb, yb = (
+                distributed.shard(xr, k, micro),
+                distributed.shard(yr, k, micro),
+            )
+            loss = distributed.mse_loss(model, xb, yb)
+            (loss / micro if divide_micro else loss).backward()
+        for name, p in model.named_parameters():
+            total[name] += p.grad
+    return {name: (g / ranks).numpy() for name, g in total.items()}
+
+
+def test_backprop_at_scale_checks(capsys):
+    check = backprop_at_scale.check_predicted_flops
+    assert run(check, predicted_flops, capsys=capsys).correct
+    wrong = run(check, lambda s, b: predicted_flops(s, b, True), capsys=capsys)
+    assert_verdict(wrong, "not yet", "which input gradient is never computed?")
+    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
+    check = backprop_at_scale.check_combine
+    assert run(check, combine, capsys=capsys).correct
+    wrong = run(check, lambda g, s: sum(g) / len(g), capsys=capsys)
+    assert_verdict(wrong, "not yet", "weight each shard")
+    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+    check = backprop_at_scale.check_rank_accumulation
+    assert run(check, rank_times_accumulation, capsys=capsys).correct
+    wrong = run(
+        check,
+        lambda *a: rank_times_accumulation(*a, divide_micro=False),
+        capsys=capsys,
+    )
+    assert_verdict(wrong, "not yet", "differs from the full batch's gradient")
+    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")

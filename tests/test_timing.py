@@ -1,0 +1,34 @@
+"""Tests of `backprop_lessons.timing.best_time`: counts, not clocks.
+
+The helper's contract is that it calls `fn` exactly `repeat` times and
+returns the smallest of the measured durations; both are checked with a
+fake clock, so nothing here depends on how loaded the machine is.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from backprop_lessons import timing
+from backprop_lessons.timing import best_time
+
+
+def test_best_time_calls_fn_repeat_times():
+    calls = []
+    best_time(lambda: calls.append(1), repeat=7)
+    assert len(calls) == 7
+
+
+def test_best_time_returns_the_smallest_duration(monkeypatch):
+    # perf_counter readings around each call: durations 5, 2 and 9 seconds
+    readings = iter([0.0, 5.0, 10.0, 12.0, 20.0, 29.0])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(readings))
+    assert best_time(lambda: None, repeat=3) == 2.0
+
+
+@pytest.mark.parametrize("repeat", [0, -1, 2.5, True])
+def test_best_time_needs_a_positive_repeat(repeat):
+    with pytest.raises(
+        ValueError, match="best_time: repeat must be a positive int"
+    ):
+        best_time(lambda: None, repeat=repeat)
