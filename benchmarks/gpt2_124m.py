@@ -24,8 +24,8 @@ What it measures
                             hf_checkpoint.TRANSFORMERS_TOLERANCES["float32"]
 
     Figures, per shape:
-      model FLOPs   chapter 8's rule (scale.gpt_flops_formula): 6 FLOPs per
-                    matmul parameter per token, plus 12 L T C per token for
+      model FLOPs   chapter 8's rule (backward_cost.gpt_flops_formula): 6 FLOPs
+                    per matmul parameter per token, plus 12 L T C per token for
                     q k^T and att v; the same count for all three sides
       step time     fastest and median of R steps, the sides taking turns
                     (a burst of load slows all of them alike)
@@ -188,9 +188,9 @@ def validate_float64() -> dict:
 
     table = compare_with_transformers(make_model("float64"), *make_batch(1, 16))
     return {
-        "ok": table.ok,
-        "loss_rel_err": table["loss"].rel_err,
-        "worst_grad_rel_err": max(r.rel_err for r in table.rows[2:]),
+        "ok": table.passed,
+        "loss_rel_err": table["loss"].rel_error,
+        "worst_grad_rel_err": max(r.rel_error for r in table.rows[2:]),
     }
 
 
@@ -365,10 +365,10 @@ def layer_profile(step) -> dict:
 def flops(config, B: int, T: int) -> dict:
     """Model FLOPs of one step (6N + attention): in all, in the matmul layers
     and in attention's products."""
-    from backprop_lessons import scale
+    from backprop_lessons import backward_cost
 
-    total = scale.gpt_flops_formula(config, B, T)["total"]
-    matmul_layers = 6 * B * T * scale.gpt_matmul_parameters(config)
+    total = backward_cost.gpt_flops_formula(config, B, T)["total"]
+    matmul_layers = 6 * B * T * backward_cost.gpt_matmul_parameters(config)
     attention = 12 * config.n_layer * B * T * T * config.n_embd
     assert matmul_layers + attention == total
     return {

@@ -43,6 +43,7 @@ ALL_CHAPTERS = {
     "notebooks/06_gpt_backward",
     "notebooks/07_debugging_backward",
     "notebooks/08_backprop_at_scale",
+    "notebooks/09_gpt2_124m",
 }
 
 PENDING = {
