@@ -123,13 +123,18 @@ def test_relu_pair():
     [
         ([26], "need 2 to block_size \\+ 1 = 17 tokens"),
         ([26] * 18, "got 18"),
-        ([26, 27], "token ids must be in \\[0, 27\\)"),
+        ([26, 27], "tokens must lie in \\[0, 27\\)"),
         ([[26, 1]], "must be a 1-d sequence"),
-        ([26.0, 1.0], "integer ids"),
     ],
 )
 def test_bad_tokens(model, tokens, match):
     with pytest.raises(ValueError, match=match):
+        micro_forward(params_from_model(model), model.config, tokens)
+
+
+def test_tokens_that_are_not_integers(model):
+    tokens = [26.0, 1.0]
+    with pytest.raises(TypeError, match="tokens must be integer token ids"):
         micro_forward(params_from_model(model), model.config, tokens)
 
 

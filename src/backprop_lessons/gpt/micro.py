@@ -39,7 +39,7 @@ import numpy as np
 
 from ..gradcheck import CheckTable, compare_arrays
 from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
-from ..numerics import instance_of, positive_int, real_number
+from ..numerics import instance_of, positive_int, real_number, token_ids
 from ..scalar import zero_grad
 from .layers import (
     attention_backward,
@@ -99,23 +99,17 @@ def relu_backward(dinp, dout, cache):
 
 def _check_tokens(tokens, config: MicroGPTConfig):
     """(1, T) inputs and (1, T) targets from T + 1 token ids."""
-    a = np.asarray(tokens)
-    if a.ndim != 1 or a.dtype.kind not in "iu":
+    a = token_ids("micro_forward", "tokens", tokens, config.vocab_size)
+    if a.ndim != 1:
         raise ValueError(
-            f"micro_forward: tokens must be a 1-d sequence of "
-            f"integer ids, got shape {a.shape} dtype {a.dtype}"
+            f"micro_forward: tokens must be a 1-d sequence of integer ids, "
+            f"got shape {a.shape}"
         )
     if not 2 <= len(a) <= config.block_size + 1:
         raise ValueError(
             f"micro_forward: need 2 to block_size + 1 = "
             f"{config.block_size + 1} tokens, got {len(a)}"
         )
-    if a.min() < 0 or a.max() >= config.vocab_size:
-        raise ValueError(
-            f"micro_forward: token ids must be in [0, "
-            f"{config.vocab_size}), got {a.min()} to {a.max()}"
-        )
-    a = a.astype(np.int64)
     return a[None, :-1], a[None, 1:]
 
 

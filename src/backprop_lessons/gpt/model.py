@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..numerics import instance_of, positive_int
+from ..numerics import instance_of, positive_int, token_ids
 from .layers import (
     attention_backward,
     attention_forward,
@@ -205,12 +205,7 @@ def check_params(params, config: GPTConfig) -> None:
 def _check_tokens(what: str, tokens, config: GPTConfig, shape=None) -> np.ndarray:
     """`tokens` as an int array of shape (B, T), every entry in [0, V),
     T <= block_size."""
-    a = np.asarray(tokens)
-    if a.dtype.kind not in "iu":
-        raise ValueError(
-            f"gpt_forward: {what} must hold integer token ids, "
-            f"got dtype {a.dtype}"
-        )
+    a = token_ids("gpt_forward", what, tokens, config.vocab_size)
     if shape is not None and a.shape != shape:
         raise ValueError(
             f"gpt_forward: {what} must have the shape of idx {shape}, "
@@ -226,12 +221,7 @@ def _check_tokens(what: str, tokens, config: GPTConfig, shape=None) -> np.ndarra
             f"gpt_forward: sequence length T={a.shape[1]} is longer than "
             f"block_size={config.block_size}"
         )
-    if a.min() < 0 or a.max() >= config.vocab_size:
-        raise ValueError(
-            f"gpt_forward: {what} must be token ids in [0, {config.vocab_size}), "
-            f"got values from {a.min()} to {a.max()}"
-        )
-    return a.astype(np.int64)
+    return a
 
 
 def gpt_forward(params, config: GPTConfig, idx, targets=None):
