@@ -231,3 +231,21 @@ def test_find_nan_origin_names_node_and_forward_line():
 def test_find_nan_origin_returns_none_when_all_is_finite():
     x = torch.ones(2, requires_grad=True)
     assert find_nan_origin(lambda: x.exp().sum().backward()) is None
+
+
+def test_assert_finite_names_the_tensor_the_count_and_the_first_index():
+    from backprop_lessons.debug import assert_finite
+
+    good = torch.ones(2, 2)
+    assert_finite(good=good, also=torch.zeros(3))  # silent
+    bad = torch.tensor([[1.0, float("inf")], [float("nan"), 2.0]])
+    with pytest.raises(
+        ValueError,
+        match=r"assert_finite: bad has 2 non-finite entries of 4, "
+        r"the first at index \(0, 1\)",
+    ):
+        assert_finite(good=good, bad=bad)
+    with pytest.raises(
+        TypeError, match="assert_finite: x must be a torch.Tensor"
+    ):
+        assert_finite(x=[1.0])

@@ -16,6 +16,8 @@ imports it. It holds the reusable parts of the chapter:
 - `find_nan_origin(fn)`: run `fn` under `torch.autograd.detect_anomaly` and
   keep only the stable parts of what it reports (the backward node that
   produced NaN and the line of forward code that created it).
+- `assert_finite(**tensors)`: refuse NaN and inf at a boundary (the data, a
+  loss), naming the tensor, the count and the first bad index.
 
 What it is not: a profiler or a training framework. Every helper works on
 CPU and on small models; each prints text that stays the same from run to
@@ -48,6 +50,7 @@ __all__ = [
     "measure_memory",
     "AnomalyReport",
     "find_nan_origin",
+    "assert_finite",
 ]
 
 # ---------------------------------------------------------------------------
@@ -552,3 +555,29 @@ def find_nan_origin(fn: Callable, *args, **kwargs) -> AnomalyReport | None:
             if frames:
                 func, line = frames[-1][0].strip(), frames[-1][1].strip()
     return AnomalyReport(error, node_name, func, line)
+
+
+# ---------------------------------------------------------------------------
+# Finite inputs
+
+
+def assert_finite(**tensors) -> None:
+    """Raise a ValueError naming the first of `tensors` (name=tensor) that
+    holds a NaN or an inf: how many entries, and the index of the first.
+
+    Meant for a boundary (a batch of data, a loss, a gradient before the
+    step), where a NaN is still close to its source.
+    """
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"assert_finite: {name} must be a torch.Tensor, "
+                f"got {type(t).__name__}"
+            )
+        bad = ~torch.isfinite(t.detach())
+        if bad.any():
+            first = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                f"assert_finite: {name} has {int(bad.sum())} non-finite "
+                f"entries of {t.numel()}, the first at index {first}"
+            )

@@ -58,7 +58,6 @@ PENDING = {
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {
         "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward",
     },
 }
 
