@@ -400,37 +400,6 @@ def test_torch_twin_alone_matches_loss():
     assert set(ref_grads) == set(params)
 
 
-# ---- the scalar-Value twin -----------------------------------------------------
-
-
-def test_scalar_gpt_matches_the_hand_written_backward():
-    from backprop_lessons import topological_order
-    from backprop_lessons.gpt.scalar_gpt import (
-        scalar_gpt_loss,
-        scalar_gradients,
-        scalar_params,
-    )
-
-    config = GPTConfig(vocab_size=5, block_size=4, n_layer=2, n_head=2, n_embd=4)
-    params = random_params(config, seed=9)
-    idx, targets = np.array([1, 3, 3]), np.array([3, 3, 0])
-    sparams = scalar_params(params)
-    loss = scalar_gpt_loss(sparams, config, idx, targets)
-    loss.backward()
-    ref_loss, cache = gpt_forward(params, config, idx[None], targets[None])
-    ref = gpt_backward(params, config, cache)
-    assert abs(loss.data - ref_loss) < 1e-12
-    grads = scalar_gradients(sparams)
-    for name in params:
-        assert grads[name].shape == params[name].shape
-        np.testing.assert_allclose(grads[name], ref[name], rtol=1e-9, atol=1e-13)
-    assert len(topological_order(loss)) > 1000
-    with pytest.raises(ValueError, match="block_size=4"):
-        scalar_gpt_loss(
-            sparams, config, np.zeros(5, dtype=int), np.zeros(5, dtype=int)
-        )
-
-
 def test_attention_backward_adds_into_a_strided_buffer():
     """The backward writes through a view of dinp by heads: any strides must
     work."""

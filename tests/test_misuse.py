@@ -16,7 +16,6 @@ import pytest
 
 from backprop_lessons.data.corpus import CharVocab
 from backprop_lessons.gpt.model import GPTConfig, init_params
-from backprop_lessons.gpt.scalar_gpt import scalar_gpt_loss, scalar_params
 from backprop_lessons.gpt.train import get_batch, sample
 from backprop_lessons.microgpt import NameVocab
 from backprop_lessons.mlp3 import ThreeLayerMLP, accuracy, train
@@ -306,45 +305,6 @@ def test_gpt_config_accepts_numpy_integers():
     assert config == CONFIG and type(config.vocab_size) is int
 
 
-@pytest.fixture(scope="module")
-def sparams():
-    return scalar_params(init_params(CONFIG, seed=0))
-
-
-@pytest.mark.parametrize(
-    "idx, targets, error, message",
-    [
-        (
-            [1, -1],
-            [1, 2],
-            ValueError,
-            r"idx must lie in \[0, 8\), got values from -1",
-        ),
-        ([1, 2], [1, -1], ValueError, r"targets must lie in \[0, 8\)"),
-        ([1, 8], [1, 2], ValueError, r"idx must lie in \[0, 8\)"),
-        ([], [], ValueError, r"idx must hold at least 1 token"),
-        ([1.5, 2], [1, 2], TypeError, r"idx must be integer token ids"),
-        (
-            [1, 2],
-            [1],
-            ValueError,
-            r"need 1-D idx and targets of one length <= block_size=4",
-        ),
-        (
-            [1] * 5,
-            [1] * 5,
-            ValueError,
-            r"need 1-D idx and targets of one length <= block_size=4",
-        ),
-        (None, [1], TypeError, r"idx must be real numbers"),
-    ],
-)
-def test_scalar_gpt_loss_checks_tokens(sparams, idx, targets, error, message):
-    """Issue 16, case 4."""
-    with pytest.raises(error, match=r"^scalar_gpt_loss: " + message):
-        scalar_gpt_loss(sparams, CONFIG, idx, targets)
-
-
 def test_char_vocab_decode():
     """Issue 16, case 7."""
     vocab = CharVocab("abc")
@@ -456,19 +416,12 @@ def test_backward_seed_is_checked():
 def test_more_entry_points_name_themselves():
     from backprop_lessons.forward_mode import backward_pass
     from backprop_lessons.gpt.model import num_parameters
-    from backprop_lessons.gpt.scalar_gpt import scalar_gradients
     from backprop_lessons.mlp3 import sgd_step
 
     cases = [
         (lambda: backward_pass(None), r"^backward_pass: out must be a Value"),
         (lambda: num_parameters(None), r"^num_parameters: params must be a dict"),
-        (lambda: scalar_params(None), r"^scalar_params: params must be a dict"),
-        (lambda: scalar_gradients([]), r"^scalar_gradients: sparams must be"),
         (lambda: sgd_step(None, {}, 0.1), r"^sgd_step: params must be a dict"),
-        (
-            lambda: scalar_gpt_loss({}, None, [1], [1]),
-            r"^scalar_gpt_loss: config",
-        ),
         (
             lambda: sample({}, CONFIG, None, "a"),
             r"^sample: vocab must be a CharVocab",

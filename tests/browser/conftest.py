@@ -257,3 +257,51 @@ def demo_page(browser, demo_book):
     yield _open(browser, demo_book, contexts)
     for c in contexts:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def shared_page(browser, book_url):
+    """`shared_page("notebooks/01_value_nodes.html", mode="light")` -> a
+    BookPage loaded once and shared by the tests that only read it (axe, the
+    figure sizes, the text, the loading checks).  Tests that click use
+    `book_page`.  The hook below runs the sharing tests page by page, so only
+    the two pages loaded last stay open."""
+    pages: dict[tuple[str, str], tuple[BookPage, list]] = {}
+
+    def get(path: str, mode: str = "light") -> BookPage:
+        key = (path, mode)
+        if key not in pages:
+            while len(pages) >= 2:
+                _, contexts = pages.pop(next(iter(pages)))
+                for c in contexts:
+                    c.close()
+            contexts: list = []
+            pages[key] = (
+                _open(browser, book_url, contexts)(path, mode=mode),
+                contexts,
+            )
+        return pages[key][0]
+
+    yield get
+    for _, contexts in pages.values():
+        for c in contexts:
+            c.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that share loaded pages first, grouped by (page, mode), so that
+    each page is loaded once per colour mode; every other test keeps its
+    place after them."""
+
+    def uses_shared(item) -> bool:
+        return "shared_page" in getattr(item, "fixturenames", ())
+
+    def page_mode_axe_last(item) -> tuple[str, str, bool]:
+        # axe fetches stylesheets itself (and logs what it cannot find): the
+        # checks of how the page loaded run before it on the same page
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        axe = "accessibility" in item.nodeid
+        return (params.get("page", ""), params.get("mode", "light"), axe)
+
+    shared = sorted((i for i in items if uses_shared(i)), key=page_mode_axe_last)
+    items[:] = shared + [i for i in items if not uses_shared(i)]

@@ -56,9 +56,7 @@ PENDING = {
     "nbval_text": set(),
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
-    "figures": {
-        "notebooks/06_gpt_backward",
-    },
+    "figures": {},
 }
 
 

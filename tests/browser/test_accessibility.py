@@ -56,8 +56,8 @@ def _describe(violations: list[dict]) -> str:
 
 @pytest.mark.parametrize("mode", ["light", "dark"])
 @pytest.mark.parametrize("page", PAGES)
-def test_page_has_no_serious_accessibility_violations(book_page, page, mode):
-    p = book_page(page + ".html", mode=mode)
+def test_page_has_no_serious_accessibility_violations(shared_page, page, mode):
+    p = shared_page(page + ".html", mode=mode)
     assert p.page.evaluate("document.documentElement.dataset.theme") == mode
     found = _violations(p)
     assert not found, f"{page} ({mode} mode):\n{_describe(found)}"

@@ -28,8 +28,8 @@ def test_landing_page(book_page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_renders_offline(book_page, page):
-    p = book_page(page + ".html")
+def test_every_page_renders_offline(shared_page, page):
+    p = shared_page(page + ".html")
     pg = p.page
     assert pg.locator("article h1").count() == 1, f"{page}: expected one title"
     p.wait_for_math()  # fails with a timeout if a formula stays untypeset
@@ -101,9 +101,9 @@ def test_no_cdn_urls_in_built_pages():
 
 
 @pytest.mark.parametrize("page", chapter_params("nbval_text", PAGES))
-def test_no_test_markers_in_the_reading(book_page, page):
+def test_no_test_markers_in_the_reading(shared_page, page):
     """nbval's markers are cell tags, never `# NBVAL_...` lines a reader sees."""
-    p = book_page(page + ".html")
+    p = shared_page(page + ".html")
     text = p.page.locator("article").inner_text()
     found = sorted(set(re.findall(r"NBVAL\w*", text, flags=re.IGNORECASE)))
     assert not found, f"{page}: the page shows {found}"

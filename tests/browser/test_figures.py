@@ -91,8 +91,8 @@ def _check_text_sizes(p, root: Path, page: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", chapter_params("figures", PAGES))
-def test_figure_text_is_at_least_11_px_at_1280(book_page, page):
-    p = book_page(page + ".html")
+def test_figure_text_is_at_least_11_px_at_1280(shared_page, page):
+    p = shared_page(page + ".html")
     small = _check_text_sizes(p, HTML, page)
     assert not small, (
         f"{page}: text under {plots.MIN_TEXT_PX} CSS px:\n" + "\n".join(small)

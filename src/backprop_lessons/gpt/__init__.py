@@ -6,7 +6,6 @@
     checks      each layer's backward vs centered differences (a CheckTable)
     reference   the PyTorch twin (the only module here that imports torch)
     train       AdamW, seeded batches, the training loop, sampling
-    scalar_gpt  the same model built from scalar Values (microgpt style)
     micro       microgpt's model as NumPy forward/backward pairs
 
 The text it trains on is in `backprop_lessons.data.corpus`.
