@@ -14,22 +14,27 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+.PHONY: book test reader-suites computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-# The browser tests mostly wait (page loads, MathJax, axe), the other suites
-# mostly compute: after the lint and the strict book build, the two run side
-# by side, each suite's output printed whole when it ends.
-test: lint dot-ok chromium-ok book-strict
-	$(MAKE) --no-print-directory --output-sync=target -j2 browser computed-suites
+# Two lanes side by side after the lint: the reader's lane builds the book
+# strictly and drives Chromium over it (mostly waiting on page loads, MathJax
+# and axe), then runs every notebook as on Colab; the computing lane runs the
+# unit tests and nbval natively and under the two CPU profiles.  Each suite's
+# output is printed whole when it ends.
+test: lint dot-ok chromium-ok
+	$(MAKE) --no-print-directory --output-sync=target -j2 reader-suites computed-suites
 	@echo "make test: all suites passed."
 
+reader-suites: $(STAMP) dot-ok chromium-ok
+	$(MAKE) --no-print-directory -j1 book-strict browser colab
+
 computed-suites: $(STAMP) dot-ok
-	$(MAKE) --no-print-directory -j1 unit nbval nbval-profiles colab
+	$(MAKE) --no-print-directory -j1 unit nbval nbval-profiles
 
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
 # `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
