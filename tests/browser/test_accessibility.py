@@ -6,14 +6,24 @@ reports no *serious* or *critical* violation of the WCAG 2.0/2.1 A and AA
 rules, after MathJax and every widget have rendered.  The colour scheme is
 set both ways a reader sets it: the system preference and the theme's
 stored switch.
+
+axe's colour-contrast rule spends most of its time on the thousands of
+highlighted tokens in the code cells, which all take their colours from one
+Pygments style per mode.  So every token colour of both styles is checked
+against its background once, from the built `pygments.css`
+(`test_every_code_token_has_aa_contrast`), axe checks the code cells as
+rendered on one chapter in both modes (FULL_PAGE), and on the other pages it
+checks everything except the highlighted code blocks.
 """
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from .conftest import DEMO
+from .conftest import DEMO, HTML
 from .pages import PAGES
 
 pytestmark = pytest.mark.browser
@@ -27,12 +37,16 @@ OPTIONS = {
     "resultTypes": ["violations"],
 }
 BLOCKING = {"serious", "critical"}
+FULL_PAGE = "notebooks/01_value_nodes"  # axe on its code blocks too
+CODE = ".highlight"  # Pygments' blocks; their colours: the static test below
+AA_TEXT = 4.5  # WCAG 2 AA contrast for normal text
 
 
-def _violations(p) -> list[dict]:
+def _violations(p, exclude_code: bool = False) -> list[dict]:
     p.wait_for_math()
     p.wait_for_widgets()
-    results = AXE.run(p.page, options=OPTIONS).response
+    context = {"exclude": [[CODE]]} if exclude_code else None
+    results = AXE.run(p.page, context=context, options=OPTIONS).response
     return [v for v in results["violations"] if v["impact"] in BLOCKING]
 
 
@@ -59,7 +73,7 @@ def _describe(violations: list[dict]) -> str:
 def test_page_has_no_serious_accessibility_violations(shared_page, page, mode):
     p = shared_page(page + ".html", mode=mode)
     assert p.page.evaluate("document.documentElement.dataset.theme") == mode
-    found = _violations(p)
+    found = _violations(p, exclude_code=page != FULL_PAGE)
     assert not found, f"{page} ({mode} mode):\n{_describe(found)}"
 
 
@@ -96,3 +110,37 @@ def test_default_mode_follows_the_system_colour_scheme(browser, book_url):
         assert page.evaluate("document.documentElement.dataset.mode") == "auto"
         assert page.evaluate("document.documentElement.dataset.theme") == scheme
         context.close()
+
+
+def _luminance(hex_colour: str) -> float:
+    """WCAG 2 relative luminance of a #rrggbb colour."""
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+        for c in channels
+    ]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_every_code_token_has_aa_contrast(mode):
+    """Every token colour of the mode's Pygments style against its
+    background, as the built pygments.css sets them."""
+    css = (HTML / "_static" / "pygments.css").read_text()
+    scope = re.escape(f'html[data-theme="{mode}"] .highlight')
+    background = re.search(
+        scope + r" \{ background: (#[0-9a-fA-F]{6})", css
+    ).group(1)
+    tokens = re.findall(scope + r" (\.[\w]+) \{ color: (#[0-9a-fA-F]{6})", css)
+    assert len(tokens) > 50, "pygments.css has fewer token rules than a style"
+    low = [
+        f"{name} {colour}: {contrast(colour, background):.2f}:1"
+        for name, colour in tokens
+        if contrast(colour, background) < AA_TEXT
+    ]
+    assert not low, f"{mode} code tokens under {AA_TEXT}:1 on {background}: {low}"
