@@ -14,27 +14,31 @@ BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test reader-suites computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+.PHONY: book test reader-suites computed-suites portability-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-# Two lanes side by side after the lint: the reader's lane builds the book
-# strictly and drives Chromium over it (mostly waiting on page loads, MathJax
-# and axe); the computing lane runs the unit tests, nbval natively and under
-# the CPU profiles, and every notebook as on Colab.  Each suite's output is
-# printed whole when it ends.
+# Three lanes side by side after the lint, each suite's output printed whole
+# when it ends: the reader's lane builds the book strictly and drives Chromium
+# over it (mostly waiting on page loads, MathJax and axe); one computing lane
+# runs the unit tests and nbval, the other nbval under the CPU profiles and
+# every notebook as on Colab.  Two lanes left a core idle a third of the time.
 test: lint dot-ok chromium-ok
-	$(MAKE) --no-print-directory --output-sync=target -j2 reader-suites computed-suites
+	$(MAKE) --no-print-directory --output-sync=target -j3 reader-suites \
+	    computed-suites portability-suites
 	@echo "make test: all suites passed."
 
 reader-suites: $(STAMP) dot-ok chromium-ok
 	$(MAKE) --no-print-directory -j1 book-strict browser
 
 computed-suites: $(STAMP) dot-ok
-	$(MAKE) --no-print-directory -j1 unit nbval $(TEST_PROFILES) colab
+	$(MAKE) --no-print-directory -j1 unit nbval
+
+portability-suites: $(STAMP) dot-ok
+	$(MAKE) --no-print-directory -j1 $(TEST_PROFILES) colab
 
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
 # `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
