@@ -69,12 +69,17 @@ nbval: $(STAMP) dot-ok
 # The stored outputs must read the same on any x86-64 CPU and thread count.
 # NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
 # time, and round-off follows them; switching kernels off (which works on any
-# CPU, unlike switching them on) shows what another machine prints.  `nbval`
+# CPU, unlike switching them on) shows what another machine prints.  PyTorch's
+# matmuls run in MKL and oneDNN, which ignore ATEN_CPU_CAPABILITY: they take
+# their own caps (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA).  Without them
+# an Intel AVX-512 machine ran float64 matmuls down a path no profile covered.  `nbval`
 # above runs natively, with the default threads; these two runs, with one
 # thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
 ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2
+PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2 \
+                    MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
 PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=default \
+                    MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41 \
                     OPENBLAS_CORETYPE=Sandybridge GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA
 
 nbval-profiles: nbval-avx2 nbval-baseline
