@@ -65,9 +65,9 @@ Threads and memory
     MKL_NUM_THREADS and torch.set_num_threads).  NumPy's elementwise work
     runs on one thread either way; only its matrix products use several.
     A setting followed by '+malloc' (e.g. default+malloc) also tells glibc's
-    malloc to keep the memory it frees (MALLOC_TRIM_THRESHOLD_ and friends,
-    as in tensor_engine.py): it shows what the page faults of memory handed
-    back to the OS and taken again cost each side.
+    malloc to keep the memory it frees (harness.MALLOC_VARS, as in
+    tensor_engine.py), for all three sides alike: it shows what the page
+    faults of memory handed back to the OS and taken again cost each side.
 
 How to run
     make bench     or     .venv/bin/python benchmarks/gpt2_124m.py
@@ -90,6 +90,7 @@ import time
 from pathlib import Path
 
 from harness import (
+    MALLOC_VARS,
     parse_args_or_run_worker,
     print_table,
     rel_diff,
@@ -101,13 +102,6 @@ from harness import (
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "gpt2_124m"
 FORCED_KERNEL_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-# glibc malloc told to keep freed memory instead of handing it back to the OS
-# (the "+malloc" settings, as in tensor_engine.py)
-MALLOC_VARS = {
-    "MALLOC_MMAP_THRESHOLD_": str(2**28),
-    "MALLOC_TRIM_THRESHOLD_": str(2**28),
-    "MALLOC_TOP_PAD_": str(2**26),
-}
 SIDES = ("numpy", "transformers", "torch twin")
 PEAK_N = 4096
 MFU_TARGETS = {"4x256": 0.75, "1x1024": 0.60}  # against NumPy's sgemm peak

@@ -22,6 +22,19 @@ import tempfile
 from pathlib import Path
 
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The "+malloc" settings: glibc's malloc told to keep the memory it frees for
+# the next allocation instead of handing it back to the OS.  Each fresh page
+# costs a fault (in a virtual machine, a trip to the host as well), so a
+# step that frees and allocates the same arrays again pays for its memory
+# every time.  MALLOC_MMAP_MAX_=0 is what keeps the large arrays: glibc gives
+# every block above its mmap threshold its own mapping, unmapped on free,
+# and it caps that threshold at 32 MiB (a larger MALLOC_MMAP_THRESHOLD_ is
+# ignored), so without it every array of more than 32 MiB is fresh memory.
+MALLOC_VARS = {
+    "MALLOC_MMAP_MAX_": "0",  # no mmap: every block from the heap
+    "MALLOC_TRIM_THRESHOLD_": str(2**40),  # never give the heap's top back
+    "MALLOC_TOP_PAD_": str(2**26),  # grow the heap 64 MiB beyond each need
+}
 
 
 def run_worker(

@@ -32,12 +32,12 @@ Threads
       1        OPENBLAS/OMP/MKL_NUM_THREADS=1 and torch.set_num_threads(1)
       default  none of those variables set: both libraries pick their own
                default (one thread per core on this kind of machine)
-      1+malloc 1 thread, and glibc's malloc told (MALLOC_TRIM_THRESHOLD_,
-               MALLOC_MMAP_THRESHOLD_, MALLOC_TOP_PAD_) to keep freed memory
-               for reuse instead of returning it to the OS.  A step allocates
-               and frees many arrays of about 1 MB; by default each new one
-               costs fresh pages, and a page fault per 4 KB page - costly in a
-               virtual machine - can take longer than the arithmetic.
+      1+malloc 1 thread, and glibc's malloc told to keep freed memory for
+               reuse instead of returning it to the OS (harness.MALLOC_VARS).
+               A step allocates and frees many arrays of about 1 MB; by
+               default each new one costs fresh pages, and a page fault per
+               4 KB page - costly in a virtual machine - can take longer than
+               the arithmetic.
     The threads each library really uses are read back (OpenBLAS through
     its C API, torch.get_num_threads()) and printed and stored.
 
@@ -60,6 +60,7 @@ import time
 from pathlib import Path
 
 from harness import (
+    MALLOC_VARS,
     parse_args_or_run_worker,
     rel_diff,
     run_worker,
@@ -78,12 +79,6 @@ DTYPES = ("float32", "float64")
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
 LR = 0.05
 TARGET_BLOCK_S = 0.05  # each timed turn runs enough steps to last about this long
-# glibc malloc, told to keep freed memory instead of handing it back to the OS
-MALLOC_VARS = {
-    "MALLOC_MMAP_THRESHOLD_": str(2**28),
-    "MALLOC_TRIM_THRESHOLD_": str(2**28),
-    "MALLOC_TOP_PAD_": str(2**26),
-}
 
 
 # ---- the model, twice ----------------------------------------------------------
