@@ -4,9 +4,9 @@ once.
 Each way starts fresh interpreters that import torch (seconds each, on 2
 shared cores), so one module fixture starts every run concurrently in the
 background - alone, torchrun x2, two torchrun "nodes" with a c10d
-rendezvous, --fsdp, --accumulate 2, and a run whose rank 1 dies after step
-3 - and starts the resume of that run as soon as it has ended.  The tests
-then only read the outputs.
+rendezvous, --fsdp and --accumulate 2 (each on two ranks), and a run whose
+rank 1 dies after step 3 - and starts the resume of that run as soon as it
+has ended.  The tests then only read the outputs.
 
 Every process the fixture starts carries a marker in its environment, which
 torchrun passes on to its workers (they run in sessions of their own, so
@@ -309,11 +309,9 @@ def _start_every_run(runs: Launcher) -> None:
             + COMMON,
         )
     runs.start("fsdp", _torchrun_standalone("--fsdp"))
-    # no_sync across 2 ranks is counted in test_scale_out; here the
-    # accumulating run is alone, to save starting 3 more interpreters
-    runs.start(
-        "accumulate", [sys.executable] + PROGRAM + COMMON + ["--accumulate", "2"]
-    )
+    # two ranks, so that DDP's no_sync() skips a real all-reduce on the
+    # first micro-batch of every step
+    runs.start("accumulate", _torchrun_standalone("--accumulate", "2"))
 
 
 @pytest.fixture(scope="module")
@@ -565,7 +563,8 @@ def test_each_way_runs_as_asked(runs):
     assert "DDP, world size 1 " in header["alone"]
     assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
     assert "FSDP2 (fully_shard), world size 2" in header["fsdp"]
-    assert "= 1 rank x 2 micro-batches x 4 sequences" in header["accumulate"]
+    assert "DDP, world size 2 (gloo on cpu)" in header["accumulate"]
+    assert "= 2 ranks x 2 micro-batches x 2 sequences" in header["accumulate"]
     node_out = runs["node0"].stdout + runs["node1"].stdout
     assert "DDP, world size 2 (gloo on cpu)" in node_out
     steps = [

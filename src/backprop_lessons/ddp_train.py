@@ -560,6 +560,22 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("h") else "s")
 
 
+# How long a rank whose collective failed waits before it raises.  torchrun
+# names as root cause the failure with the earliest timestamp, in whole
+# seconds: a SIGKILLed worker's is the moment the launcher's poll (every
+# 0.1 s) sees it gone, a raising worker's the moment it raises.  On a busy
+# machine a survivor could raise within the same second, before the poll,
+# and be named instead of the rank that died.  While it waits, the launcher
+# sees the dead rank and stops this one (SIGTERM).
+FIRST_FAILURE_GRACE_S = 2.0
+
+
+def _let_the_launcher_see_the_first_failure() -> None:
+    """Wait FIRST_FAILURE_GRACE_S when torchrun watches this process."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        time.sleep(FIRST_FAILURE_GRACE_S)
+
+
 def _say(env: Environment, message: str) -> None:
     if env.rank == 0:
         print(message, flush=True)
@@ -617,6 +633,7 @@ def train(
         except RuntimeError as e:
             if world == 1:
                 raise
+            _let_the_launcher_see_the_first_failure()
             raise RuntimeError(
                 f"ddp_train: rank {rank} of {world} failed in step "
                 f"{step + 1}: {str(e).splitlines()[0]}\nIf a connection "
