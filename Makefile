@@ -13,6 +13,10 @@ CHROMIUM    ?= /usr/bin/chromium
 BOOK_FLAGS  := -W -n --keep-going
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
+# Nothing the suites run may reach beyond this machine: chapter 9's optional
+# cell (the real GPT-2 weights) skips without even trying to connect, and
+# transformers never looks for the hub.
+export HF_HUB_OFFLINE := 1
 
 .PHONY: book test reader-suites computed-suites portability-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
