@@ -16,6 +16,7 @@ import graphviz
 import numpy as np
 import pytest
 
+from backprop_lessons.example_graphs import relu_example
 from backprop_lessons.scalar import Value, topological_order
 from backprop_lessons.viz import graph as viz_graph
 from backprop_lessons.viz import plots
@@ -28,16 +29,12 @@ from backprop_lessons.viz.graph import (
 
 
 def worked_example():
-    """f = relu(a * b + d), with labels, after backward()."""
-    a, b, d = Value(2.0, "a"), Value(-3.0, "b"), Value(10.0, "d")
-    e = a * b
-    e.label = "e"
-    c = e + d
-    c.label = "c"
-    f = c.relu()
-    f.label = "f"
+    """f = relu(a * b + d), with labels, after backward(); and its values
+    a, b, c = a * b, d, e = c + d."""
+    f = relu_example()
     f.backward()
-    return f, (a, b, c, d, e)
+    by_label = {v.label: v for v in topological_order(f)}
+    return f, tuple(by_label[name] for name in "abcde")
 
 
 def svg(drawing) -> str:

@@ -14,6 +14,7 @@ import pytest
 import traitlets
 
 from backprop_lessons import Value, topological_order, zero_grad
+from backprop_lessons.example_graphs import neuron_example, relu_example
 from backprop_lessons.scalar_nn import MLP
 from backprop_lessons.widgets import (
     BackwardStepper,
@@ -26,33 +27,6 @@ from backprop_lessons.widgets import (
 )
 from backprop_lessons.widgets.selfcheck import SelfCheck, parse_number
 from backprop_lessons.widgets.stepper import MAX_VALUES
-
-
-def relu_example():
-    a, b, d = (
-        Value(2.0, label="a"),
-        Value(-3.0, label="b"),
-        Value(10.0, label="d"),
-    )
-    c = a * b
-    c.label = "c"
-    e = c + d
-    e.label = "e"
-    f = e.relu()
-    f.label = "f"
-    return f
-
-
-def neuron_example():
-    x1, x2 = Value(2.0, label="x1"), Value(0.0, label="x2")
-    w1, w2, b = (
-        Value(-3.0, label="w1"),
-        Value(1.0, label="w2"),
-        Value(6.8813735870195432, label="b"),
-    )
-    o = ((x1 * w1 + x2 * w2) + b).tanh()
-    o.label = "o"
-    return o
 
 
 def doubled_twice():
