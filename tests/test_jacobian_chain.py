@@ -20,6 +20,47 @@ def test_costs_of_a_scalar_loss():
     assert best_chain_cost(dims) == chain_cost(dims, "reverse")
 
 
+def test_the_first_jacobian_of_each_order_is_free():
+    # forward d_0 * sum_{k=2..n} d_k d_(k-1), reverse d_n * sum_{k=1..n-1}:
+    # the order starts from J_1 (forward) or J_n (reverse) as it is, so the
+    # k = 1 (forward) and k = n (reverse) terms of the full sum are absent
+    dims = [1000, 100, 100, 1]
+    assert chain_cost(dims, "forward") == 10_100_000  # not 110,100,000
+    assert chain_cost(dims, "reverse") == 110_000  # not 110,100
+    # two Jacobians: one product, (d_2, d_1) times (d_1, d_0), in either order
+    assert chain_cost([3, 5, 7], "forward") == 3 * 5 * 7
+    assert chain_cost([3, 5, 7], "reverse") == 3 * 5 * 7
+
+
+def _multiply_adds_of_multiply_chain(dims, order):
+    # replay multiply_chain's products on shapes: (a, b) @ (b, c) is a*b*c
+    js = [(dims[k], dims[k - 1]) for k in range(1, len(dims))]  # J_1 .. J_n
+    total = 0
+    if order == "forward":
+        out = js[0]  # (d_1, d_0), taken as it is
+        for a, b in js[1:]:
+            assert b == out[0]
+            total += a * b * out[1]
+            out = (a, out[1])
+    else:
+        out = js[-1]  # (d_n, d_(n-1)), taken as it is
+        for b, c in reversed(js[:-1]):
+            assert b == out[1]
+            total += out[0] * b * c
+            out = (out[0], c)
+    return total
+
+
+def test_costs_count_the_products_multiply_chain_does():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        dims = [int(d) for d in rng.integers(1, 30, size=rng.integers(2, 7))]
+        for order in ("forward", "reverse"):
+            assert chain_cost(dims, order) == _multiply_adds_of_multiply_chain(
+                dims, order
+            )
+
+
 def test_forward_wins_with_few_inputs_and_many_outputs():
     dims = [2, 100, 100, 1000]
     assert chain_cost(dims, "forward") < chain_cost(dims, "reverse")

@@ -1,17 +1,21 @@
 """Forward and reverse mode as two orders of one matrix product.
 
-The chain rule for y = f_L(... f_2(f_1(x))) says the Jacobian of the whole
-is the product of the layers' Jacobians, J = J_L ... J_2 J_1, where J_k has
-shape (d_k, d_(k-1)): d_0 inputs, d_L outputs.  Matrix multiplication is
+The chain rule for y = f_n(... f_2(f_1(x))) says the Jacobian of the whole
+is the product of the steps' Jacobians, J = J_n ... J_2 J_1, where J_k has
+shape (d_k, d_(k-1)): d_0 inputs, d_n outputs.  Matrix multiplication is
 associative, so every way of bracketing gives the same J; the cost depends
 on the bracketing.  Multiplying (a, b) by (b, c) takes a b c multiply-adds.
 
-    forward order   J_L (... (J_3 (J_2 J_1)))   carries a (d_k, d_0) matrix:
-                    d_0 * sum_k d_k d_(k-1)      (forward mode: d_0 JVPs)
-    reverse order   ((J_L J_(L-1)) J_(L-2)) ... carries a (d_L, d_k) matrix:
-                    d_L * sum_k d_k d_(k-1)      (reverse mode: d_L VJPs)
+    forward order   J_n (... (J_3 (J_2 J_1)))   carries a (d_k, d_0) matrix:
+                    d_0 * sum_{k=2..n} d_k d_(k-1)    (forward mode: d_0 JVPs)
+    reverse order   ((J_n J_(n-1)) J_(n-2)) ... carries a (d_n, d_k) matrix:
+                    d_n * sum_{k=1..n-1} d_k d_(k-1)  (reverse mode: d_n VJPs)
 
-For a loss, d_L = 1: reverse order costs one sweep of vector-matrix
+Each order starts from a Jacobian as it is (J_1 forward, J_n reverse), not
+from an identity seed times it, so that end of the chain costs nothing: a
+chain of one Jacobian costs 0 in both orders.
+
+For a loss, d_n = 1: reverse order costs one sweep of vector-matrix
 products, whatever the number of parameters d_0.  That is backpropagation.
 `best_chain_cost` finds the cheapest bracketing of all (the matrix-chain
 problem) for comparison: for a scalar loss it is the reverse order.
@@ -38,22 +42,29 @@ def _check_dims(dims: Sequence[int], op: str) -> tuple[int, ...]:
     ):
         raise ValueError(
             f"{op}: dims must be at least two positive ints "
-            f"(d_0 inputs, ..., d_L outputs), got {dims!r}"
+            f"(d_0 inputs, ..., d_n outputs), got {dims!r}"
         )
     return dims
 
 
 def chain_cost(dims: Sequence[int], order: str) -> int:
-    """Multiply-adds to form J_L ... J_1 (J_k of shape (dims[k], dims[k-1]))
-    in `order`: 'forward' (from J_1 up) or 'reverse' (from J_L down)."""
+    """Multiply-adds to form J_n ... J_1 (J_k of shape (dims[k], dims[k-1]))
+    in `order`: 'forward' (from J_1 up) or 'reverse' (from J_n down).
+
+    forward: d_0 * sum_{k=2..n} d_k d_(k-1); reverse: d_n * sum_{k=1..n-1}
+    d_k d_(k-1).  The Jacobian each order starts from is taken as it is.
+    """
     d = _check_dims(dims, "chain_cost")
     if order not in ORDERS:
         raise ValueError(
             f"chain_cost: order must be one of {ORDERS}, got {order!r}"
         )
-    if order == "forward":  # J_k (d_k, d_(k-1)) times the (d_(k-1), d_0) so far
+    if order == "forward":
+        # J_1 as it is, then for k = 2 .. n:
+        # J_k (d_k, d_(k-1)) times the (d_(k-1), d_0) so far
         return d[0] * sum(d[k] * d[k - 1] for k in range(2, len(d)))
-    # the (d_L, d_k) so far times J_k (d_k, d_(k-1)), for k = L-1 .. 1
+    # J_n as it is, then for k = n-1 .. 1:
+    # the (d_n, d_k) so far times J_k (d_k, d_(k-1))
     return d[-1] * sum(d[k] * d[k - 1] for k in range(1, len(d) - 1))
 
 
@@ -74,7 +85,7 @@ def best_chain_cost(dims: Sequence[int]) -> int:
 
 
 def multiply_chain(jacobians: Sequence[np.ndarray], order: str) -> np.ndarray:
-    """J_L ... J_1 for jacobians = [J_1, ..., J_L], multiplied in `order`."""
+    """J_n ... J_1 for jacobians = [J_1, ..., J_n], multiplied in `order`."""
     if order not in ORDERS:
         raise ValueError(
             f"multiply_chain: order must be one of {ORDERS}, got {order!r}"
@@ -94,5 +105,5 @@ def multiply_chain(jacobians: Sequence[np.ndarray], order: str) -> np.ndarray:
         return out
     out = js[-1]
     for j in reversed(js[:-1]):
-        out = out @ j  # (d_L, d_k)
+        out = out @ j  # (d_n, d_k)
     return out
