@@ -77,8 +77,24 @@ def test_check_all_layers_table_prints_every_input():
     table = check_all_layers()
     assert table.passed
     text = str(table)
-    assert "attention: dinp" in text and text.splitlines()[-1] == "all 13 PASS"
-    assert len(table.rows) == 13
+    assert "attention: dinp" in text and text.splitlines()[-1] == "all 15 PASS"
+    assert len(table.rows) == 15
+    assert "rmsnorm: dinp" in text and "rmsnorm: dweight" in text
+
+
+def test_rmsnorm_layer_check_catches_a_missing_path():
+    """An rmsnorm backward without the path through the scale,
+    dx = rstd * g, fails on dinp only: dweight does not go through it."""
+
+    def straight_through_rmsnorm_backward(g, dout, cache):
+        inp, weight, rstd = cache
+        g["weight"] += (dout * inp * rstd).sum(axis=(0, 1))
+        g["inp"] += rstd * dout * weight
+
+    rows = check_layer("rmsnorm", backward=straight_through_rmsnorm_backward)
+    assert [row.name for row in rows] == ["rmsnorm: dinp", "rmsnorm: dweight"]
+    assert not rows[0].passed and rows[0].rel_error > 1e-3
+    assert rows[1].passed
 
 
 def test_layer_check_catches_a_wrong_backward():

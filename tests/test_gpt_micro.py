@@ -90,6 +90,26 @@ def test_training_follows_the_scalar_trajectory():
         np.testing.assert_allclose(params[key], after[key], rtol=0, atol=1e-12)
 
 
+def test_load_into_model_is_the_inverse_of_params_from_model():
+    trained = params_from_model(tiny_model(seed=6))
+    fresh = tiny_model(seed=7)
+    micro.load_into_model(trained, fresh)
+    after = params_from_model(fresh)
+    assert all(np.array_equal(after[k], trained[k]) for k in trained)
+
+
+def test_load_into_model_names_what_does_not_fit():
+    m = tiny_model(seed=0)
+    params = params_from_model(m)
+    with pytest.raises(ValueError, match="load_into_model: expected the keys"):
+        micro.load_into_model({"wte": params["wte"]}, m)
+    params["lm_head"] = params["lm_head"][:, :3]
+    with pytest.raises(ValueError, match="lm_head must have shape"):
+        micro.load_into_model(params, m)
+    with pytest.raises(TypeError, match="load_into_model"):
+        micro.load_into_model(params, "model")
+
+
 def test_sampling_draws_the_same_names():
     m = tiny_model(seed=2)
     train(m, TINY_NAMES, steps=20, lr=0.02)

@@ -346,7 +346,7 @@ def test_finite_difference_cost(model):
     )
     assert 1400 < cost.ratio() < 1410
     text = str(cost)
-    assert "one-sided differences: P + 1" in text and "1,405 x" in text
+    assert "one-sided differences: N + 1" in text and "1,405 x" in text
     assert "2,809 x" in text
 
 

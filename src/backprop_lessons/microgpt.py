@@ -664,20 +664,20 @@ class FiniteDifferenceCost:
         return passes * self.forward_ops / self.backprop_ops
 
     def __str__(self) -> str:
-        P, F, B = self.parameters, self.forward_ops, self.backward_steps
+        N, F, B = self.parameters, self.forward_ops, self.backward_steps
         rows = [
             ("", "passes", "operations", "vs backprop"),
-            ("backprop: 1 forward + 1 backward", "2", f"{F + B:,}", "1"),
+            ("backprop: 1 forward + 1 backward", "2", f"{F + B:,}", "1 x"),
             (
-                "one-sided differences: P + 1",
-                f"{P + 1:,}",
-                f"{(P + 1) * F:,}",
+                "one-sided differences: N + 1",
+                f"{N + 1:,}",
+                f"{(N + 1) * F:,}",
                 f"{self.ratio('one-sided'):,.0f} x",
             ),
             (
-                "centred differences: 2P",
-                f"{2 * P:,}",
-                f"{2 * P * F:,}",
+                "centred differences: 2N",
+                f"{2 * N:,}",
+                f"{2 * N * F:,}",
                 f"{self.ratio('centred'):,.0f} x",
             ),
         ]
@@ -688,7 +688,7 @@ class FiniteDifferenceCost:
 
 
 def finite_difference_cost(model: MicroGPT, name: str) -> FiniteDifferenceCost:
-    """Count what one gradient of `name`'s loss costs each way (P = every
+    """Count what one gradient of `name`'s loss costs each way (N = every
     parameter of the model)."""
     instance_of("finite_difference_cost", "model", model, MicroGPT)
     counts = count_name_graph(model, name)

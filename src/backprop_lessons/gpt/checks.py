@@ -48,6 +48,14 @@ def _layer_spec(name: str, rng: np.random.Generator):
             return layers.layernorm_backward(
                 g["inp"], g["weight"], g["bias"], dout, cache
             )
+    elif name == "rmsnorm":
+        arrays = {"inp": r((B, T, C)), "weight": r(C)}
+
+        def fwd(a):
+            return layers.rmsnorm_forward(a["inp"], a["weight"])
+
+        def bwd(g, dout, cache):
+            return layers.rmsnorm_backward(g["inp"], g["weight"], dout, cache)
     elif name == "matmul":
         arrays = {"inp": r((B, T, C)), "weight": r((3, C)), "bias": r(3)}
 
@@ -103,6 +111,7 @@ def _layer_spec(name: str, rng: np.random.Generator):
 LAYER_NAMES = (
     "encoder",
     "layernorm",
+    "rmsnorm",
     "matmul",
     "attention",
     "gelu",

@@ -58,6 +58,7 @@ from .layers import (
 
 __all__ = [
     "params_from_model",
+    "load_into_model",
     "relu_forward",
     "relu_backward",
     "micro_forward",
@@ -78,6 +79,28 @@ def params_from_model(model: MicroGPT) -> dict[str, np.ndarray]:
         name: np.array(m, dtype=np.float64)
         for name, m in model.float_state().items()
     }
+
+
+def load_into_model(params: dict[str, np.ndarray], model: MicroGPT) -> None:
+    """Copy arrays (e.g. the twin's trained parameters) into the scalar
+    model's Values, in place: the inverse of `params_from_model`."""
+    instance_of("load_into_model", "model", model, MicroGPT)
+    state = model.state
+    if not isinstance(params, dict) or set(params) != set(state):
+        got = sorted(params) if isinstance(params, dict) else type(params)
+        raise ValueError(
+            f"load_into_model: expected the keys {sorted(state)}, got {got}"
+        )
+    for name, matrix in state.items():
+        shape = (len(matrix), len(matrix[0]))
+        if np.shape(params[name]) != shape:
+            raise ValueError(
+                f"load_into_model: {name} must have shape {shape}, "
+                f"got {np.shape(params[name])}"
+            )
+        for row, numbers in zip(matrix, params[name], strict=True):
+            for value, number in zip(row, numbers, strict=True):
+                value.data = float(number)
 
 
 # ---- relu: the layer GPT-2 does not have -------------------------------------
