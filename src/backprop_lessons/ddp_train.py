@@ -370,18 +370,18 @@ def train_step(
     """One optimizer step over this rank's micro-batches; returns this
     rank's mean loss (a detached scalar tensor).
 
-    Each micro-batch's loss is divided by K = len(micro), so the K
+    Each micro-batch's loss is divided by n_acc = len(micro), so the n_acc
     backwards add up the gradient of the mean over the rank's shard; the
     gradients are averaged over the ranks only in the last backward.
     """
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), dtype=torch.float64, device=device)
-    K = len(micro)
+    n_acc = len(micro)
     for k, (x, y) in enumerate(micro):
         idx = torch.as_tensor(x, device=device)  # (b, T)
         targets = torch.as_tensor(y, device=device)  # (b, T)
-        with gradient_sync(model, enabled=k == K - 1):
-            loss = model(idx, targets) / K
+        with gradient_sync(model, enabled=k == n_acc - 1):
+            loss = model(idx, targets) / n_acc
             loss.backward()
         total += loss.detach().double()
     optimizer.step()

@@ -642,7 +642,8 @@ class GPT2Plan:
 
     @property
     def flops_per_token(self) -> int:
-        """6 N_mm + 12 L T C: chapter 8's count (`scale.gpt_flops_formula`)."""
+        """6 N_mm + 12 n_layer T C: chapter 8's count
+        (`backward_cost.gpt_flops_formula`)."""
         T = self.config.block_size
         return gpt_flops_formula(self.config, 1, T)["total"] // T
 
@@ -689,7 +690,10 @@ class GPT2Plan:
             ("assumed: tokens per step", f"{p.tokens_per_step:,}"),
             ("assumed: NCCL bus bandwidth", f"{p.bus_bandwidth / 1e9:.0f} GB/s"),
             ("parameters N", f"{p.parameters:,}"),
-            ("FLOPs per token (6 N_mm + 12 L T C)", f"{p.flops_per_token:,}"),
+            (
+                "FLOPs per token (6 N_mm + 12 n_layer T C)",
+                f"{p.flops_per_token:,}",
+            ),
             ("micro-batches per GPU per step", f"{p.accumulation}"),
             ("compute per step", f"{step * 1e3:.0f} ms"),
             ("tokens per second", f"{p.tokens_per_step / step:,.0f}"),
