@@ -212,7 +212,7 @@ def backward_without_waiting(root):
             topological_sort.check_order_function,
             topological_order,
             buggy_order,
-            "shared x is not topological",
+            "z = (x*2 + x) * x (x used three times) is not topological",
         ),
         (
             topological_sort.check_readiness_backward,

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import PHONE
+from .pages import PAGES
 
 pytestmark = pytest.mark.browser
 
@@ -71,3 +72,25 @@ def test_desktop_toggle_collapses_and_restores_the_sidebar(book_page):
     expect(sidebar).to_be_hidden()
     toggle.click()
     expect(sidebar).to_be_visible()
+
+
+# After two animation frames the browser has laid the page out again.
+_LAID_OUT_WIDTH = """() => new Promise(done => requestAnimationFrame(() =>
+    requestAnimationFrame(() => done(document.documentElement.scrollWidth))))"""
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_is_wider_than_a_phone(shared_page, page):
+    """Nothing (a long inline code name, a table, a formula) widens the page
+    past a phone's screen: wide drawings and tables scroll in their own boxes.
+    The shared page is narrowed to a phone's width and then restored."""
+    p = shared_page(page + ".html")
+    size = p.page.viewport_size
+    p.page.set_viewport_size(PHONE)
+    try:
+        width = p.page.evaluate(_LAID_OUT_WIDTH)
+    finally:
+        p.page.set_viewport_size(size)
+    assert width <= PHONE["width"], (
+        f"{page}: {width} px wide at a phone's {PHONE['width']} px"
+    )

@@ -59,10 +59,8 @@ def _attempt(n: int, fn, *args):
     except NotImplementedError:
         value = None
     if value is None or value is Ellipsis:
-        print(
-            f"Exercise {n}: not attempted yet - fill in the function above "
-            f"and run its cell again"
-        )
+        name = getattr(fn, "__name__", "the function")
+        print(f"Exercise {n}: not attempted yet - write {name} and run its cell")
         return False, None
     return True, value
 

@@ -110,7 +110,7 @@ def check_wte_parts(
     from ..gpt.reference import torch_gpt_loss
 
     def check(head_part, embedding_part):
-        todo = "compute head_part and embedding_part in the cell above"
+        todo = "compute head_part and embedding_part and run their cell"
         require_filled([head_part, embedding_part], todo)
         tp = {
             name: torch.tensor(p, requires_grad=True)

@@ -49,7 +49,7 @@ def check_mlp_backward(backward_fn, exercise: int = 1) -> Verdict:
     read from `model.cache` after `model.forward(X)`."""
 
     def check(backward_fn):
-        todo = "write the fixed backward and run its cell, then this one"
+        todo = "write the fixed backward and run its cell"
         model, X, Y = _model_and_batch(seed=5)
         model.forward(X)
         grads = attempt(backward_fn, model, Y, todo=todo)

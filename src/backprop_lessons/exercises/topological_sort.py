@@ -27,11 +27,11 @@ from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
 __all__ = ["check_depth", "check_order_function", "check_readiness_backward"]
 
 # (name, a function that builds the graph afresh) for every graph checked
-GRAPHS = [
-    ("relu example", relu_example),
-    ("neuron", neuron_example),
-    ("shared x", shared_input),
-    ("diamond", diamond),
+GRAPHS = [  # named as the messages show them to the reader
+    ("relu example f = relu(a*b + d)", relu_example),
+    ("neuron o = tanh(x1*w1 + x2*w2 + b)", neuron_example),
+    ("graph z = (x*2 + x) * x (x used three times)", shared_input),
+    ("diamond w = (y + x) * y, y = x*2", diamond),
     ("chain of 5000", lambda: chain(5000)),
 ]
 
@@ -48,7 +48,7 @@ def check_depth(depth, exercise: int = 1) -> Verdict:
     to root (a leaf has depth 0)."""
 
     def check(depth):
-        todo = "write depth(root) and run its cell, then this one"
+        todo = "write depth(root) and run its cell"
         cases = [
             ("relu example", relu_example(), 3),
             ("neuron", neuron_example(), 4),
@@ -72,7 +72,7 @@ def check_order_function(order_fn, exercise: int = 2) -> Verdict:
     that backward in that order gives the engine's gradients."""
 
     def check(order_fn):
-        todo = "write the fixed order function and run its cell, then this one"
+        todo = "write the fixed order function and run its cell"
         for name, build in GRAPHS:
             root = build()
             order = attempt(order_fn, root, todo=todo)
@@ -96,7 +96,7 @@ def check_readiness_backward(backward_fn, exercise: int = 3) -> Verdict:
     does, processing a node once all of its users have pushed into it."""
 
     def check(backward_fn):
-        todo = "write backward_when_ready(root) and run its cell, then this one"
+        todo = "write backward_when_ready(root) and run its cell"
         for name, build in GRAPHS:
             expected_root = build()
             expected_root.backward()
