@@ -544,6 +544,50 @@ def profile_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
+def target_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The targets per setting and shape, met or missed, and what bounds the
+    speed-up: a floor under the NumPy step (its matmul layers as timed in
+    the step, plus attention's products at the sgemm peak) against 0.8
+    times transformers' whole step."""
+    head = [
+        "threads",
+        "B x T",
+        "MFU vs target",
+        "speed-up vs target",
+        "floor s",
+        "0.8 x tf s",
+        "left s",
+    ]
+    body = []
+    for r in rows:
+        for shape, s in r["shapes"].items():
+            mfu, goal = s["mfu"]["numpy"], MFU_TARGETS.get(shape)
+            speedup = s["speedup"]["transformers"]
+            matmuls = sum(
+                s["profile"]["layers_s"].get(n, 0.0)
+                for n in PROFILE_GROUPS["matmul"]
+            )
+            peak = s["sgemm_peak_gflops"]["numpy"] * 1e9
+            floor = matmuls + s["flops"]["attention"] / peak
+            budget = s["best_s"]["transformers"] / SPEEDUP_TARGET
+            body.append(
+                [
+                    r["setting"],
+                    shape.replace("x", " x "),
+                    f"{mfu:.0%} {'>=' if mfu >= goal else '<'} {goal:.0%}"
+                    if goal
+                    else f"{mfu:.0%}",
+                    f"{speedup:.2f} "
+                    f"{'>=' if speedup >= SPEEDUP_TARGET else '<'} "
+                    f"{SPEEDUP_TARGET}",
+                    f"{floor:.2f}",
+                    f"{budget:.2f}",
+                    f"{budget - floor:.2f}",
+                ]
+            )
+    return head, body
+
+
 def markdown(head: list[str], body: list[list[str]], left: int) -> str:
     """A Markdown pipe table; the first `left` columns left-aligned."""
     rule = [":---" if k < left else "---:" for k in range(len(head))]
@@ -600,11 +644,24 @@ timed where `gpt_forward` and `gpt_backward` call them, on one more step.
 NumPy's sgemm peak. CPU time the step spent in the kernel, mostly providing
 fresh memory: {system}.
 """
+    targets = """
+The targets this benchmark was written for: MFU of at least 75% at
+B = 4, T = 256 and 60% at B = 1, T = 1024, and a NumPy step at most 0.8
+times transformers' (a speed-up of at least 1.25). *floor*: the NumPy
+step's matmul layer functions' seconds from the profile above plus
+attention's products at the sgemm peak, time the step cannot go below
+without faster matrix products; *0.8 x tf*: 0.8 times transformers' step;
+*left*: what that leaves for everything else (layer norms, GELU, the
+softmaxes, copies). Where it is negative, no work on the rest of the step
+could meet the speed-up target.
+"""
     text = [
         markdown(*step_rows(rows), left=3),
         caption,
         markdown(*profile_rows(rows), left=3),
         profile,
+        markdown(*target_rows(rows), left=2),
+        targets,
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(part.strip() + "\n" for part in text))

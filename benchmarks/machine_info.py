@@ -82,6 +82,19 @@ def openblas_threads() -> int | None:
     return None
 
 
+def _openblas_kernel() -> str | None:
+    """The architecture of the kernel OpenBLAS runs on, as threadpoolctl
+    reads it from the loaded library (e.g. SkylakeX, Haswell)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    for module in threadpool_info():
+        if module.get("internal_api") == "openblas":
+            return module.get("architecture")
+    return None
+
+
 def _numpy_info() -> dict:
     try:
         import numpy as np
@@ -91,13 +104,13 @@ def _numpy_info() -> dict:
     try:
         deps = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         blas = {"name": deps.get("name"), "version": deps.get("version")}
-        arch = re.search(
-            r"(\w+) MAX_THREADS", deps.get("openblas configuration", "")
-        )
-        if arch:
-            blas["kernel"] = arch.group(1)
     except Exception:  # older NumPy: no dict mode
         pass
+    # The kernel OpenBLAS chose for this CPU when it loaded (threadpoolctl);
+    # show_config names only the build's baseline target, whatever the CPU.
+    kernel = _openblas_kernel()
+    if kernel:
+        blas["kernel"] = kernel
     return {
         "numpy": np.__version__,
         "numpy_blas": blas,

@@ -1,9 +1,10 @@
 """Turn the benchmark results into the files the performance appendix includes.
 
 Reads every benchmarks/results/*.json written by the benchmark scripts
-(scalar_engine.py, tensor_engine.py, gpt_step.py; a missing one is
-skipped, an unknown one gets a plain key/value table) and writes, next to
-them:
+(scalar_engine.py, tensor_engine.py, gpt_step.py, microgpt_step.py; a
+missing one is skipped, an unknown one gets a plain key/value table), and
+the speed-ups of gpt2_124m/results.json (gpt2_124m.py writes its own table),
+and writes, next to them:
     <name>.md       a Markdown table of that benchmark's figures
     speedups.png    one bar chart of every comparison, log scale, each bar
                     starting at 1
@@ -14,9 +15,9 @@ Every ratio on the page has one direction, the speed-up:
     speed-up = the reference's time / our time    (above 1: ours is faster)
 
 and every table has a column "speed-up" whose note says "<reference> time /
-our time (above 1: ...faster)".  To add a benchmark (e.g. GPT-2 at 124M
-parameters), write a handler `name(data) -> (markdown, bars)` below, bars being
-(label, speed-up, group), and add it to HANDLERS and GROUP_COLORS.
+our time (above 1: ...faster)".  To add a benchmark, write a handler
+`name(data) -> (markdown, bars)` below, bars being (label, speed-up, group),
+and add it to HANDLERS and GROUP_COLORS.
 
 How to run (after the benchmarks; `make bench` does both):
     .venv/bin/python benchmarks/report.py
@@ -233,6 +234,63 @@ def gpt_step(data: dict):
     return md, bars
 
 
+def microgpt_step(data: dict):
+    """The same name's step on the scalar engine and on the NumPy twin; no
+    bars (both sides are the book's own code)."""
+    rows = [
+        [
+            name,
+            f"{t['positions']}",
+            ms(t["step"]),
+            ms(t["step_gc_on"]),
+            ms(t["numpy"]),
+            speedup(t["step"] / t["numpy"]),
+        ]
+        for name, t in data["seconds"].items()
+    ]
+    md = table(
+        [
+            "name",
+            "positions",
+            "scalar ms",
+            "scalar, gc on, ms",
+            "NumPy twin ms",
+            "speed-up of the twin",
+        ],
+        rows,
+        "lrrrrr",
+    )
+    md += (
+        f"\nOne name's forward and backward through microgpt "
+        f"({data['parameters']:,} parameters) on the scalar engine "
+        "(`backprop_lessons.microgpt`, one `Value` per number, Python's cyclic "
+        "collector paused as `microgpt.train` runs it; *gc on*: with the "
+        "collector on, its default) and on its NumPy twin (`gpt.micro`, the "
+        "layer backwards written by hand), one BLAS thread; the fastest of "
+        f"{data['repeats']} turns each.  *speed-up of the twin*: scalar time / "
+        "twin time.  Checked before timing: the loss and every gradient agree "
+        "to 1e-12.\n"
+    )
+    return md, []
+
+
+def gpt2_124m_bars(path: Path) -> list:
+    """Bars of benchmarks/gpt2_124m.py (which writes its own table): the NumPy
+    step's speed-up over transformers, per thread setting and shape."""
+    if not path.exists():
+        return []
+    bars = []
+    for r in json.loads(path.read_text())["rows"]:
+        threads, _, extra = r["setting"].partition("+")
+        setting = "1 thread" if threads == "1" else f"{threads} threads"
+        setting += " + malloc" if extra else ""
+        for shape, s in r["shapes"].items():
+            label = f"GPT-2 124M, {shape.replace('x', ' x ')}, {setting}"
+            speedup = s["speedup"]["transformers"]
+            bars.append((label, speedup, "GPT-2 124M vs transformers"))
+    return bars
+
+
 def generic(data: dict):
     rows = [[k, json.dumps(v)[:80]] for k, v in data.items() if k != "machine"]
     return table(["key", "value"], rows, "ll"), []
@@ -242,6 +300,7 @@ HANDLERS = {
     "scalar_engine": scalar_engine,
     "tensor_engine": tensor_engine,
     "gpt_step": gpt_step,
+    "microgpt_step": microgpt_step,
 }
 
 
@@ -251,6 +310,7 @@ GROUP_COLORS = {
     "scalar engine vs micrograd": plots.SERIES_COLORS[0],
     "Tensor engine vs PyTorch": plots.SERIES_COLORS[1],
     "hand-written GPT vs PyTorch": plots.SERIES_COLORS[2],
+    "GPT-2 124M vs transformers": plots.SERIES_COLORS[3],
 }
 
 
@@ -338,6 +398,7 @@ def main() -> int:
     for name in HANDLERS:
         if name not in results:
             print(f"(no {name}.json: run benchmarks/{name}.py to include it)")
+    bars += gpt2_124m_bars(RESULTS / "gpt2_124m" / "results.json")
     (RESULTS / "machine.md").write_text(machine_md(results))
     print("wrote machine.md")
     if bars:
