@@ -18,23 +18,23 @@ NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 # transformers never looks for the hub.
 export HF_HUB_OFFLINE := 1
 
-.PHONY: book test reader-suites computed-suites portability-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
+.PHONY: book test reader-suites computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
         book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-# Three lanes side by side after the lint, each suite's output printed whole
+# Four lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium
-# over it (mostly waiting on page loads, MathJax and axe); one computing lane
-# runs the unit tests and nbval (and, on a CPU with AVX-512, nbval as on an
-# AVX2 machine), the other nbval as on an older CPU and every notebook as on
-# Colab.  Two lanes left a core idle a third of the time; the AVX2 run sits
-# with the unit tests because the other computing lane is the longer one.
+# over it (mostly waiting on page loads, MathJax and axe, so it leaves CPU to
+# the others); the computing lane runs the unit tests and nbval (and, on a CPU
+# with AVX-512, nbval as on an AVX2 machine); two more run nbval as on an
+# older CPU, and every notebook as on Colab.  With those two in one lane it
+# was the longest (10 of a fresh clone's 10 minutes).
 test: lint dot-ok chromium-ok
-	$(MAKE) --no-print-directory --output-sync=target -j3 reader-suites \
-	    computed-suites portability-suites
+	$(MAKE) --no-print-directory --output-sync=target -j4 reader-suites \
+	    computed-suites nbval-baseline colab
 	@echo "make test: all suites passed."
 
 reader-suites: $(STAMP) dot-ok chromium-ok
@@ -42,9 +42,6 @@ reader-suites: $(STAMP) dot-ok chromium-ok
 
 computed-suites: $(STAMP) dot-ok
 	$(MAKE) --no-print-directory -j1 unit nbval $(if $(HAS_AVX512),nbval-avx2)
-
-portability-suites: $(STAMP) dot-ok
-	$(MAKE) --no-print-directory -j1 nbval-baseline colab
 
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
 # `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
