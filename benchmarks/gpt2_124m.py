@@ -21,7 +21,7 @@ What it measures
                             loss (1e-11) and every gradient (1e-9, relative)
       float32, each shape   the three losses agree to 1e-5 (relative), and
                             NumPy's gradients match transformers' within
-                            hf_checkpoint.TRANSFORMERS_TOLERANCES["float32"]
+                            reference.TRANSFORMERS_TOLERANCES["float32"]
 
     Figures, per shape:
       model FLOPs   chapter 8's rule (backward_cost.gpt_flops_formula): 6 FLOPs
@@ -178,7 +178,7 @@ def make_steps(model, idx, targets) -> tuple[dict, dict]:
 
 def validate_float64() -> dict:
     """compare_with_transformers at the 124M shape in float64, B=1, T=16."""
-    from backprop_lessons.gpt.hf_checkpoint import compare_with_transformers
+    from backprop_lessons.gpt.reference import compare_with_transformers
 
     table = compare_with_transformers(make_model("float64"), *make_batch(1, 16))
     return {
@@ -194,7 +194,7 @@ def validate_float32(model, steps, state) -> dict:
     import numpy as np
 
     from backprop_lessons.gpt import load_hf_gpt2
-    from backprop_lessons.gpt.hf_checkpoint import TRANSFORMERS_TOLERANCES
+    from backprop_lessons.gpt.reference import TRANSFORMERS_TOLERANCES
 
     losses = {side: step() for side, step in steps.items()}
     ref = {k: p.grad for k, p in model.named_parameters()}

@@ -29,7 +29,6 @@ from backprop_lessons.gpt import (
 from backprop_lessons.gpt.checks import CheckRow, CheckTable
 from backprop_lessons.gpt.hf_checkpoint import (
     CONV1D_PARAMETERS,
-    compare_with_transformers,
     config_from_hf,
     format_against_tolerance,
     hub_is_reachable,
@@ -37,6 +36,9 @@ from backprop_lessons.gpt.hf_checkpoint import (
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+compare_with_transformers = pytest.importorskip(
+    "backprop_lessons.gpt.reference"
+).compare_with_transformers
 F = torch.nn.functional
 
 SMALL = {

@@ -7,7 +7,10 @@ PyTorch's own functions (`F.layer_norm`, `F.linear`,
 `F.gelu(approximate="tanh")`, `softmax`, `F.cross_entropy`; attention written
 out as in nanoGPT), lets autograd compute the gradients and returns
 `(loss, grads)` as NumPy.
-`compare_gpt_with_torch` puts the two side by side in a `gradcheck.CheckTable`.
+`compare_gpt_with_torch` puts the two side by side in a `gradcheck.CheckTable`;
+`compare_with_transformers` does the same with Hugging Face's GPT-2 model,
+its weights loaded into the book's layout by `hf_checkpoint.load_hf_gpt2`
+(chapter 9).
 
 This is the only module of `backprop_lessons.gpt` that imports torch; the
 model itself never does.  It is an independent implementation: none of the
@@ -23,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ..gradcheck import CheckTable, compare_arrays
+from .hf_checkpoint import load_hf_gpt2
 from .layers import LAYERNORM_EPS
 from .model import GPTConfig, check_params, gpt_backward, gpt_forward
 
@@ -32,6 +36,8 @@ __all__ = [
     "torch_forward_backward",
     "compare_gpt_with_torch",
     "DEFAULT_TOLERANCES",
+    "compare_with_transformers",
+    "TRANSFORMERS_TOLERANCES",
 ]
 
 # Relative error a row must stay below, per dtype; other names use "default".
@@ -129,5 +135,78 @@ def compare_gpt_with_torch(
             compare_arrays(
                 name, grads[name], ref_grads[name], tol.get(name, tol["default"])
             )
+        )
+    return table
+
+
+# ---- comparing with transformers -----------------------------------------------
+
+# Largest relative error that passes, per dtype; a name not listed uses "default".
+TRANSFORMERS_TOLERANCES = {
+    "float64": {"default": 1e-9, "loss": 1e-11, "logits": 1e-11},
+    "float32": {"default": 1e-4, "loss": 1e-5, "logits": 1e-4},
+}
+
+
+def compare_with_transformers(model, idx, targets, tolerances=None) -> CheckTable:
+    """The book's loss and gradients next to those of a transformers GPT-2 model.
+
+    `model` is a `GPT2LMHeadModel` (eval mode: no dropout; use
+    `attn_implementation="eager"` for float64).  Its weights are loaded with
+    `load_hf_gpt2` in the model's own dtype, the book's `gpt_forward` and
+    `gpt_backward` run on `idx` and `targets` (B, T), and transformers' model
+    runs forward (its logits, then the mean cross-entropy) and backward
+    through torch autograd.  Its gradients are mapped to the book's names by
+    the same loader: a gradient has its weight's layout.  One row each for
+    the loss, the logits and every parameter (its L blocks stacked).
+    """
+    dtype = (
+        np.float64
+        if next(model.parameters()).dtype == torch.float64
+        else np.float32
+    )
+    # transformers first; its gradients are copied out and dropped before the
+    # book's model runs, so that two sets of gradients never sit next to two
+    # sets of weights (124M parameters in float64: 1 GB each)
+    model.zero_grad(set_to_none=True)
+    idx_t = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+    targets_t = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+    logits = model(input_ids=idx_t).logits  # (B, T, V)
+    ref_loss = F.cross_entropy(logits.flatten(0, 1), targets_t.flatten())
+    ref_loss.backward()
+    ref_grads = {
+        k: p.grad for k, p in model.named_parameters() if p.grad is not None
+    }
+    _, ref_grads = load_hf_gpt2(ref_grads, dtype=dtype, config=model.config)
+    model.zero_grad(set_to_none=True)
+
+    config, params = load_hf_gpt2(model, dtype=dtype)
+    loss, cache = gpt_forward(params, config, idx, targets)
+    grads = gpt_backward(params, config, cache)
+
+    name = np.dtype(dtype).name
+    tol = {
+        **TRANSFORMERS_TOLERANCES.get(name, TRANSFORMERS_TOLERANCES["float32"]),
+        **(tolerances or {}),
+    }
+    table = CheckTable(
+        f"hand-written backward vs transformers GPT2LMHeadModel ({name})"
+    )
+    table.rows.append(
+        compare_arrays(
+            "loss", loss, ref_loss.item(), tol.get("loss", tol["default"])
+        )
+    )
+    table.rows.append(
+        compare_arrays(
+            "logits",
+            cache["logits"],
+            logits.detach().numpy(),
+            tol.get("logits", tol["default"]),
+        )
+    )
+    for p in params:
+        table.rows.append(
+            compare_arrays(p, grads[p], ref_grads[p], tol.get(p, tol["default"]))
         )
     return table
