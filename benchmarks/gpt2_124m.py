@@ -501,6 +501,22 @@ PROFILE_GROUPS = {  # rows of the profile: layer functions of gpt/layers.py
 }
 
 
+def group_seconds(shape: dict, group: str) -> float:
+    """Seconds one profiled NumPy step spent in a PROFILE_GROUPS group."""
+    layers_s = shape["profile"]["layers_s"]
+    return sum(layers_s.get(name, 0.0) for name in PROFILE_GROUPS[group])
+
+
+def seconds_at_peak(shape: dict) -> dict[str, float]:
+    """What the FLOPs of the matmul layers and of attention's products would
+    take at NumPy's sgemm peak."""
+    peak = shape["sgemm_peak_gflops"]["numpy"] * 1e9
+    return {
+        "matmul": shape["flops"]["matmul_layers"] / peak,
+        "attention": shape["flops"]["attention"] / peak,
+    }
+
+
 def profile_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Seconds per group of layer functions, forward and backward together."""
     head = [
@@ -514,14 +530,10 @@ def profile_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         for shape, s in r["shapes"].items():
-            prof, peak = s["profile"], s["sgemm_peak_gflops"]["numpy"] * 1e9
-            at_peak = {
-                "matmul": s["flops"]["matmul_layers"] / peak,
-                "attention": s["flops"]["attention"] / peak,
-            }
+            prof, at_peak = s["profile"], seconds_at_peak(s)
             where = [r["setting"], shape.replace("x", " x ")]
-            for group, names in PROFILE_GROUPS.items():
-                sec = sum(prof["layers_s"].get(n, 0.0) for n in names)
+            for group in PROFILE_GROUPS:
+                sec = group_seconds(s, group)
                 body.append(
                     where
                     + [
@@ -563,12 +575,7 @@ def target_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         for shape, s in r["shapes"].items():
             mfu, goal = s["mfu"]["numpy"], MFU_TARGETS.get(shape)
             speedup = s["speedup"]["transformers"]
-            matmuls = sum(
-                s["profile"]["layers_s"].get(n, 0.0)
-                for n in PROFILE_GROUPS["matmul"]
-            )
-            peak = s["sgemm_peak_gflops"]["numpy"] * 1e9
-            floor = matmuls + s["flops"]["attention"] / peak
+            floor = group_seconds(s, "matmul") + seconds_at_peak(s)["attention"]
             budget = s["best_s"]["transformers"] / SPEEDUP_TARGET
             body.append(
                 [
