@@ -39,7 +39,6 @@ import torch
 
 from backprop_lessons import ddp_train as T
 from backprop_lessons.data.corpus import CharVocab, load_corpus
-from backprop_lessons.distributed import free_port
 from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
 
 STEPS = 6
@@ -106,6 +105,8 @@ class Launcher:
         self.launched: dict[str, Finished] = {}
         self.lock = threading.Lock()
         self.closed = False
+        # the two-node run's rendezvous store, hosted here (see _start_every_run)
+        self.rendezvous_store = None
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -288,7 +289,14 @@ def _start_every_run(runs: Launcher) -> None:
     # alone, through ddp_train.launch as the chapter runs it
     runs.start_launch("alone", COMMON)
     runs.start("torchrun", _torchrun_standalone())
-    port = free_port()
+    # The test hosts the two nodes' rendezvous store, on a port the OS picks
+    # and that stays bound while they start (a port chosen first and bound
+    # by a node later could be taken in between by another run's process);
+    # both nodes join it as clients (is_host=false).
+    runs.rendezvous_store = torch.distributed.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False
+    )
+    port = runs.rendezvous_store.port
     for node in (0, 1):
         runs.start(
             f"node{node}",
@@ -304,6 +312,8 @@ def _start_every_run(runs: Launcher) -> None:
                 f"127.0.0.1:{port}",
                 "--rdzv-id",
                 runs.marker,
+                "--rdzv-conf",
+                "is_host=false",
             ]
             + PROGRAM
             + COMMON,

@@ -16,6 +16,7 @@ import traitlets
 from backprop_lessons import Value, topological_order, zero_grad
 from backprop_lessons.example_graphs import neuron_example, relu_example
 from backprop_lessons.scalar_nn import MLP
+from backprop_lessons.viz.plots import MIN_TEXT_PX
 from backprop_lessons.widgets import (
     BackwardStepper,
     ChoiceCheck,
@@ -26,7 +27,7 @@ from backprop_lessons.widgets import (
     toposort_frames,
 )
 from backprop_lessons.widgets.selfcheck import SelfCheck, parse_number
-from backprop_lessons.widgets.stepper import MAX_VALUES
+from backprop_lessons.widgets.stepper import MAX_VALUES, legible_svg
 
 
 def doubled_twice():
@@ -154,6 +155,37 @@ def test_frames_are_small_self_contained_svg():
         assert fr["svg"].startswith("<svg") and fr["svg"].endswith("</svg>")
         assert "<!--" not in fr["svg"] and "<?xml" not in fr["svg"]
         assert len(fr["svg"]) < 12_000
+
+
+def test_frames_keep_their_text_legible_when_fitted_to_the_page():
+    """Each frame's SVG carries the min-width at which its smallest text is
+    MIN_TEXT_PX CSS px: the text column may shrink it to that, not below."""
+    for fr in backward_frames(neuron_example()):
+        svg = fr["svg"]
+        width = float(re.search(r'style="min-width:(\d+)px"', svg).group(1))
+        box = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)', svg).group(1))
+        smallest = min(map(float, re.findall(r'font-size="([\d.]+)"', svg)))
+        assert smallest * width / box == pytest.approx(MIN_TEXT_PX, abs=0.1)
+
+
+@pytest.mark.parametrize("stepper_class", [BackwardStepper, TopoSortStepper])
+@pytest.mark.parametrize("digits", [-1, 9, 2.5, True, "3"])
+def test_digits_out_of_range_is_a_clear_error(stepper_class, digits):
+    with pytest.raises(ValueError, match=f"{stepper_class.__name__}: digits"):
+        stepper_class(relu_example(), digits=digits)
+
+
+def test_fewer_digits_draw_a_narrower_graph():
+    def width(frames):
+        return float(re.search(r"min-width:(\d+)px", frames[0]["svg"]).group(1))
+
+    for make in (backward_frames, toposort_frames):
+        assert width(make(neuron_example(), 3)) < width(make(neuron_example(), 4))
+
+
+def test_legible_svg_names_what_it_expected():
+    with pytest.raises(ValueError, match="legible_svg: expected graphviz SVG"):
+        legible_svg("<div>not a drawing</div>")
 
 
 def test_toposort_frames_replay_topological_order():

@@ -37,7 +37,6 @@ import datetime
 import multiprocessing
 import os
 import queue as queue_module
-import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -50,7 +49,6 @@ import torch.distributed as dist
 
 __all__ = [
     "WorkerError",
-    "free_port",
     "run_workers",
     "to_numpy",
     "shard",
@@ -91,17 +89,6 @@ class WorkerError(RuntimeError):
 # ---------------------------------------------------------------------------
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port that is free right now: bind to port 0 and the OS picks one.
-
-    The socket is closed before the workers bind the port again, so another
-    program could take it in between; on one machine that window is tiny.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def to_numpy(obj: Any) -> Any:
     """`obj` with every tensor replaced by a NumPy copy (through dicts, lists and
     tuples)."""
@@ -123,18 +110,16 @@ def _worker_main(
     args: tuple,
     results,
 ) -> None:
-    """Body of every worker process: join the group, run `fn`, send back
-    ("ok" | "error", rank, payload)."""
+    """Body of every worker process: join the group through the launcher's
+    store at `port`, run `fn`, send back ("ok" | "error", rank, payload)."""
     torch.set_num_threads(1)
     # for worker_info
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = HOST, str(port)
     try:
+        wait = datetime.timedelta(seconds=timeout)
+        store = dist.TCPStore(HOST, port, is_master=False, timeout=wait)
         dist.init_process_group(
-            BACKEND,
-            init_method=f"tcp://{HOST}:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=datetime.timedelta(seconds=timeout),
+            BACKEND, store=store, rank=rank, world_size=world_size, timeout=wait
         )
         message = ("ok", rank, to_numpy(fn(rank, world_size, *args)))
     except BaseException:
@@ -210,7 +195,19 @@ def run_workers(
         )
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
+    # The group's key-value store lives here, in the launcher, on a port the
+    # OS picks and that stays bound until the run ends: no other program can
+    # take it while the workers start (with a port chosen first and bound by
+    # rank 0 later, another group's workers could, and connect to the wrong
+    # group).
+    store = dist.TCPStore(
+        HOST,
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=timeout),
+    )
+    port = store.port
     processes = [
         ctx.Process(
             target=_worker_main,

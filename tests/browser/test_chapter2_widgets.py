@@ -12,6 +12,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from backprop_lessons.viz.plots import MIN_TEXT_PX
+
 pytestmark = pytest.mark.browser
 
 PAGE = "notebooks/02_topological_sort.html"
@@ -132,3 +134,21 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
         )
     )
     bp.assert_clean()
+
+
+def test_stepper_text_is_at_least_11_px_at_1280(book_page):
+    """The page fits each stepper's drawing to the text column only down to
+    the width at which its smallest text is 11 CSS px; wider graphs scroll."""
+    bp = book_page(PAGE)
+    bp.wait_for_widgets()
+    smallest = bp.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.bl-stepper-graph svg'))
+        .map(svg => {
+            const scale = svg.getBoundingClientRect().width
+                / svg.viewBox.baseVal.width;
+            return Math.min(...Array.from(svg.querySelectorAll('text[font-size]'))
+                .map(t => parseFloat(t.getAttribute('font-size')) * scale));
+        })"""
+    )
+    assert len(smallest) == EXPECTED_STEPPERS
+    assert min(smallest) >= MIN_TEXT_PX - 0.05, smallest

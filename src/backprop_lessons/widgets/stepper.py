@@ -11,6 +11,7 @@ ipywidgets 7.7) and anywidget 0.11 (ipywidgets 8) both provide.
 from __future__ import annotations
 
 import html
+import math
 import pathlib
 import re
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ import traitlets
 
 from ..scalar import Value
 from ..viz.graph import draw_graph
+from ..viz.plots import MIN_TEXT_PX
 
 __all__ = ["FrameStepper", "MAX_VALUES", "draw_frame"]
 
@@ -109,6 +111,19 @@ def check_size(order: Sequence[Value], who: str) -> None:
         )
 
 
+def check_digits(digits, who: str) -> None:
+    """Frames draw numbers with `digits` decimals: an int from 0 to 8."""
+    if (
+        isinstance(digits, bool)
+        or not isinstance(digits, int)
+        or not 0 <= digits <= 8
+    ):
+        raise ValueError(
+            f"{who}: digits is the number of decimals drawn, an int from 0 to "
+            f"8; got {digits!r}"
+        )
+
+
 def minify_svg(svg: str) -> str:
     """graphviz SVG without the XML prolog, comments, tooltips and inter-tag
     whitespace."""
@@ -125,6 +140,26 @@ def minify_svg(svg: str) -> str:
     )
     svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")
     return re.sub(r">\s+<", "><", svg).strip()
+
+
+def legible_svg(svg: str, min_text_px: float = MIN_TEXT_PX) -> str:
+    """`svg` with a CSS min-width at which its smallest text is `min_text_px`
+    CSS px.
+
+    The page fits a wide drawing to the text column (`max-width: 100%`); the
+    min-width stops that shrinking where the text would get too small to
+    read, and the graph's box scrolls instead.  Text renders at font-size
+    (in the SVG's user units) times the shown width over the viewBox width.
+    """
+    sizes = [float(s) for s in re.findall(r'font-size="([\d.]+)"', svg)]
+    box = re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) [\d.]+"', svg)
+    if not sizes or box is None or not svg.startswith("<svg "):
+        raise ValueError(
+            "legible_svg: expected graphviz SVG text, starting with <svg and "
+            "with a viewBox and font sizes"
+        )
+    width = math.ceil(min_text_px * float(box.group(1)) / min(sizes))
+    return f'<svg style="min-width:{width}px" ' + svg[len("<svg ") :]
 
 
 def _fixed(x: float, digits: int) -> str:
@@ -177,7 +212,7 @@ def draw_frame(
                 fillcolor=op_fills.get(id(v), "#f6f8fa"),
                 color="#57606a",
             )
-    return minify_svg(dot.pipe(format="svg", encoding="utf-8"))
+    return legible_svg(minify_svg(dot.pipe(format="svg", encoding="utf-8")))
 
 
 def num(x: float) -> str:

@@ -13,6 +13,7 @@ from ..scalar import Value, topological_order
 from ..viz.graph import HIGHLIGHT, RECEIVED
 from .stepper import (
     FrameStepper,
+    check_digits,
     check_size,
     chips,
     draw_frame,
@@ -32,18 +33,21 @@ _LEGEND = [
 ]
 
 
-def _draw(root, order, names, current, visited, emitted) -> str:
+def _draw(root, order, names, current, visited, emitted, digits) -> str:
     """SVG of the graph without gradients; colours as in the legend."""
     fills = {id(v): VISITED for v in order if id(v) in visited}
     fills.update({id(v): RECEIVED for v in order if id(v) in emitted})
     op_fills = {}
     if current is not None:
         fills[id(current)] = op_fills[id(current)] = HIGHLIGHT
-    return draw_frame(root, order, names, fills=fills, op_fills=op_fills)
+    return draw_frame(
+        root, order, names, fills=fills, op_fills=op_fills, digits=digits
+    )
 
 
-def toposort_frames(root: Value) -> list[dict]:
-    """All frames of the iterative DFS from `root` (see the module docstring)."""
+def toposort_frames(root: Value, digits: int = 4) -> list[dict]:
+    """All frames of the iterative DFS from `root` (see the module docstring);
+    values drawn with `digits` decimals."""
     if not isinstance(root, Value):
         raise TypeError(
             "TopoSortStepper: expected a Value as the root, got "
@@ -51,6 +55,7 @@ def toposort_frames(root: Value) -> list[dict]:
         )
     final = topological_order(root)  # only for the drawing's layout and names
     check_size(final, "TopoSortStepper")
+    check_digits(digits, "TopoSortStepper")
     names = value_names(final)
 
     order: list[Value] = []
@@ -78,7 +83,7 @@ def toposort_frames(root: Value) -> list[dict]:
         return {
             "caption": caption,
             "html": html + state,
-            "svg": _draw(root, final, names, node, visited, emitted),
+            "svg": _draw(root, final, names, node, visited, emitted, digits),
             "node": None if node is None else names[id(node)],
             "action": action,
             "stack": entry,
@@ -157,8 +162,8 @@ class TopoSortStepper(FrameStepper):
     """Step through the depth-first search that builds
     `topological_order(root)`."""
 
-    def __init__(self, root: Value, **kwargs):
-        frames = toposort_frames(root)
+    def __init__(self, root: Value, *, digits: int = 4, **kwargs):
+        frames = toposort_frames(root, digits)
         self._n_values = len(frames[-1]["order"])
         kwargs.setdefault("title", "Topological sort by depth-first search")
         super().__init__(frames=frames, legend=legend_html(_LEGEND), **kwargs)
