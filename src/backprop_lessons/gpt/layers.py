@@ -18,7 +18,9 @@ Shape legend (used on every array below):
     OC = output channels of a matmul
 
 What this module is not: fast in the way llm.c is (no fused kernels), or a
-general library.  It exists to be read next to its derivations (chapter 6).
+general library.  It exists to be read next to its derivations (chapter 6):
+every layer is its formula.  The same step laid out for speed, with buffers
+made once and written in place, is benchmarks/gpt_tuned.py.
 References: A. Karpathy, llm.c (train_gpt2.c, doc/layernorm); nanoGPT.
 """
 
@@ -294,21 +296,12 @@ def gelu_forward(inp):
     inp (B, T, 4C) -> out (B, T, 4C).  The cache keeps inp and tanh(u), so
     that the backward does not compute the tanh again: one more (B, T, 4C)
     array of memory for less time (llm.c keeps only inp and recomputes).
-    x * x, not x**2: NumPy's power with a float exponent is several times
-    slower than a multiplication.
+    x * x * x, not x**3: NumPy's power with a float exponent is several
+    times slower than two multiplications.
     """
-    # In place through two arrays, as the backward is (see there): u is built
-    # as sqrt(2/pi) x (1 + 0.044715 x^2) and overwritten by its tanh.
-    tanh_u = inp * inp                      # x^2
-    tanh_u *= GELU_CUBIC
-    tanh_u += 1.0
-    tanh_u *= inp
-    tanh_u *= GELU_SCALE                    # u
-    np.tanh(tanh_u, out=tanh_u)             # tanh u
-    out = tanh_u + 1.0
-    out *= inp
-    out *= 0.5                              # 0.5 x (1 + tanh u)
-    return out, (inp, tanh_u)
+    x = inp
+    tanh_u = np.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
+    return 0.5 * x * (1.0 + tanh_u), (x, tanh_u)
 
 
 def gelu_backward(dinp, dout, cache):
@@ -320,23 +313,9 @@ def gelu_backward(dinp, dout, cache):
     dinp (B, T, 4C), dout (B, T, 4C).
     """
     x, tanh_u = cache
-    # Tuned for speed: the formula's three terms (du/dx has two) are added into
-    # dinp one at a time through one scratch array t, in place, because each
-    # fresh (B, T, 4C) temporary of a one-line expression costs page faults.
-    t = tanh_u + 1.0
-    t *= dout
-    t *= 0.5
-    dinp += t                           # 0.5 (1 + tanh u) dout
-    np.multiply(tanh_u, tanh_u, out=t)
-    np.subtract(1.0, t, out=t)          # 1 - tanh^2 u
-    t *= x
-    t *= dout
-    t *= 0.5 * GELU_SCALE
-    dinp += t                           # 0.5 x (1 - tanh^2 u) sqrt(2/pi) dout
-    t *= x
-    t *= x
-    t *= 3.0 * GELU_CUBIC
-    dinp += t                           # the same, times 3 * 0.044715 x^2
+    du_dx = GELU_SCALE * (1.0 + 3.0 * GELU_CUBIC * x * x)
+    dgelu_dx = 0.5 * (1.0 + tanh_u) + 0.5 * x * (1.0 - tanh_u * tanh_u) * du_dx
+    dinp += dgelu_dx * dout
 
 
 # ---- residual -----------------------------------------------------------------
