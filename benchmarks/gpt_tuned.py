@@ -116,17 +116,17 @@ class TunedGPT:
         g |= {"dfch": (N, 4 * C), "dfch_gelu": (N, 4 * C), "datt": (B, NH, T, T)}
         g |= {"scratch": (N * 4 * C,), "scratch2": (N * 4 * C,), "means": (N, 2)}
         g |= {"onehot": (N, V), "dwte": (V, C)}
+        itemsize = np.dtype(dtype).itemsize
+        self.adam_blocks = _blocks(self.flat.size, itemsize)
+        g["adam"] = (self.adam_blocks[0].stop,)  # AdamW's scratch, one block
         self.a = {k: np.empty(s, dtype) for k, s in a.items()}
         self.g = {k: np.empty(s, dtype) for k, s in g.items()}
-        self.adam_blocks = _blocks(self.flat.size, np.dtype(dtype).itemsize)
-        self.g["adam"] = np.empty(self.adam_blocks[0].stop, dtype)
         self.mask = np.triu(np.full((T, T), -np.inf, dtype), k=1)
         self.rows = np.arange(N)
         # sums and means over an axis as matrix-vector products (see
         # _layernorm_forward): vectors of ones, and of 1/C
         self.ones = {n: np.ones(n, dtype) for n in {N, T, V}}
         self.mean_of_c = np.full(C, 1.0 / C, dtype)
-        itemsize = np.dtype(dtype).itemsize
         self.mlp_blocks = _blocks(N, 4 * C * itemsize)
         self.att_blocks = _blocks(B, NH * T * T * itemsize)
 

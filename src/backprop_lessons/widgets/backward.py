@@ -92,7 +92,7 @@ def backward_frames(root: Value, digits: int = 4) -> list[dict]:
         )
     order = topological_order(root)
     check_size(order, "BackwardStepper")
-    check_digits(digits, "BackwardStepper")
+    digits = check_digits(digits, "BackwardStepper")
     names = value_names(order)
     rname = esc(names[id(root)])
     grads = {id(v): 0.0 for v in order}

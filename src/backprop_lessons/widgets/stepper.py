@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import anywidget
 import traitlets
 
+from ..numerics import format_fixed, positive_int
 from ..scalar import Value
 from ..viz.graph import draw_graph
 from ..viz.plots import MIN_TEXT_PX
@@ -111,17 +112,14 @@ def check_size(order: Sequence[Value], who: str) -> None:
         )
 
 
-def check_digits(digits, who: str) -> None:
+def check_digits(digits, who: str) -> int:
     """Frames draw numbers with `digits` decimals: an int from 0 to 8."""
-    if (
-        isinstance(digits, bool)
-        or not isinstance(digits, int)
-        or not 0 <= digits <= 8
-    ):
+    digits = positive_int(who, "digits", digits, minimum=0)
+    if digits > 8:
         raise ValueError(
-            f"{who}: digits is the number of decimals drawn, an int from 0 to "
-            f"8; got {digits!r}"
+            f"{who}: digits must be at most 8 decimals, got {digits}"
         )
+    return digits
 
 
 def minify_svg(svg: str) -> str:
@@ -162,11 +160,6 @@ def legible_svg(svg: str, min_text_px: float = MIN_TEXT_PX) -> str:
     return f'<svg style="min-width:{width}px" ' + svg[len("<svg ") :]
 
 
-def _fixed(x: float, digits: int) -> str:
-    s = f"{x:.{digits}f}"
-    return s[1:] if s.startswith("-") and float(s) == 0.0 else s  # no "-0.0000"
-
-
 def draw_frame(
     root: Value,
     order: Sequence[Value],
@@ -191,9 +184,12 @@ def draw_frame(
     node_name = {id(v): f"v{i}" for i, v in enumerate(order)}
     op_fills = op_fills or {}
     for v in order:
-        rows = [f"<B>{esc(names[id(v)])}</B>", f"data {_fixed(v.data, digits)}"]
+        rows = [
+            f"<B>{esc(names[id(v)])}</B>",
+            f"data {format_fixed(v.data, digits)}",
+        ]
         if grads is not None:
-            grad = _fixed(grads[id(v)], digits)
+            grad = format_fixed(grads[id(v)], digits)
             rows.append(f'<FONT COLOR="#0a3069">grad {grad}</FONT>')
         table = (
             f'<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" '

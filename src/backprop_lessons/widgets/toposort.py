@@ -55,7 +55,7 @@ def toposort_frames(root: Value, digits: int = 4) -> list[dict]:
         )
     final = topological_order(root)  # only for the drawing's layout and names
     check_size(final, "TopoSortStepper")
-    check_digits(digits, "TopoSortStepper")
+    digits = check_digits(digits, "TopoSortStepper")
     names = value_names(final)
 
     order: list[Value] = []
