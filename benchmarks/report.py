@@ -201,13 +201,13 @@ def gpt_step(data: dict):
     md = table(
         [
             "threads",
-            "book's step ms",
-            "tuned step ms",
+            "book ms",
+            "tuned ms",
             "PyTorch ms",
-            "speed-up, book's",
-            "speed-up, tuned",
-            "median speed-up, tuned",
-            "peak MB book/tuned/PyTorch",
+            "book speed-up",
+            "tuned speed-up",
+            "tuned median",
+            "peak MB",
         ],
         rows,
         "lrrrrrrr",
@@ -225,12 +225,13 @@ def gpt_step(data: dict):
         f"vocabulary {c['vocab_size']}, B={c['batch_size']}, T={c['seq_len']}, "
         f"{c.get('dtype', 'float32')}. "
         "*threads*: the setting and the thread counts (NumPy's BLAS / torch); "
-        "*book's step*: chapter 6's layers; *tuned step*: the same step laid out "
+        "*book*: the step of chapter 6's layers; *tuned*: the same step laid out "
         "for speed (`benchmarks/gpt_tuned.py`); *ms*: the fastest of "
         f"{data.get('repeats', '?')} steps taken in alternation; *speed-up*: "
         "PyTorch time / our time of those fastest steps (above 1: the "
-        "hand-written step is faster), *median speed-up* the same for the "
-        "medians; *peak MB*: the most memory the step allocated on top of what "
+        "hand-written step is faster), *tuned median* the same for the "
+        "medians; *peak MB* (book / tuned / PyTorch): the most memory the step "
+        "allocated on top of what "
         "existed before it (NumPy: traced by `tracemalloc`, and for the tuned "
         "step the buffers it makes once; PyTorch: tensor storage from its CPU "
         "allocator, read from the profiler).  Checked before timing: after one "
