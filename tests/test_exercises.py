@@ -458,7 +458,8 @@ def test_gpt_backward_checks(capsys):
     buggy = run(
         check, lambda *a: layernorm_backward(*a, full=False), capsys=capsys
     )
-    assert_verdict(buggy, "not yet", "wrong gradients for dinp:")
+    assert_verdict(buggy, "not yet", "dinp is wrong")
+    assert_verdict(buggy, "not yet", "lacks the - mean(g) term")
     assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
 
     check = gpt_backward.check_parameter_count
