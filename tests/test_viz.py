@@ -370,3 +370,35 @@ def test_compact_neuron_drawing_fits_the_text_column_at_11_px():
         plots.COLUMN_PX, width * 4 / 3
     )  # never wider than natural size (pt -> px)
     assert smallest * shown / width >= plots.MIN_TEXT_PX
+
+
+def test_block_backward_drawing_forks_and_joins_the_residual_gradient():
+    """Chapter 6's figure: every layer backward of a block, in backward
+    order, two forks and two joins of the stream, and the same SVG twice."""
+    from backprop_lessons.viz import draw_block_backward
+    from backprop_lessons.viz.block_backward import BLOCK_BACKWARD_STEPS
+
+    drawing = draw_block_backward()
+    source = drawing.source
+    assert source.count("fork: dx goes both ways") == 2
+    assert source.count("join: dx_") == 2
+    names = [name for name, _, _ in BLOCK_BACKWARD_STEPS]
+    assert names == [
+        "fcproj",
+        "gelu",
+        "fc",
+        "ln2",
+        "attproj",
+        "att",
+        "qkv",
+        "ln1",
+    ]
+    for a, b in zip(names[:3], names[1:4], strict=True):  # the MLP branch
+        assert f"{a} -> {b}" in source
+    for a, b in zip(names[4:], names[5:], strict=False):  # the attention branch
+        assert f"{a} -> {b}" in source
+    # each branch starts at a fork and ends at a join
+    assert "fork2 -> fcproj" in source and "ln2 -> join2" in source
+    assert "fork1 -> attproj" in source and "ln1 -> join1" in source
+    assert svg(drawing) == svg(draw_block_backward())
+    assert "0x" not in repr(drawing)

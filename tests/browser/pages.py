@@ -33,6 +33,9 @@ def _toc_files(node) -> list[str]:
 
 PAGES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
 CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
+# Appendix notebooks (a detour moved out of a chapter) follow every chapter
+# convention except graded exercises: they end in self-checks only.
+APPENDICES = {p for p in CHAPTERS if p.startswith("notebooks/appendix_")}
 
 ALL_CHAPTERS = {
     "notebooks/01_value_nodes",
@@ -44,6 +47,7 @@ ALL_CHAPTERS = {
     "notebooks/07_debugging_backward",
     "notebooks/08_backprop_at_scale",
     "notebooks/09_gpt2_124m",
+    "notebooks/appendix_microgpt",
 }
 
 PENDING = {
@@ -76,4 +80,5 @@ def chapter_params(convention: str, pages=None) -> list:
         if page in pending
         else page
         for page in (CHAPTERS if pages is None else pages)
+        if not (convention == "exercises" and page in APPENDICES)
     ]

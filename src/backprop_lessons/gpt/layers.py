@@ -85,18 +85,15 @@ def layernorm_forward(inp, weight, bias, eps=LAYERNORM_EPS):
 
     inp (B, T, C), weight (C,), bias (C,) -> out (B, T, C).
     The variance is the biased one (divided by C), as in PyTorch.  The cache
-    keeps mean and rstd = 1/sqrt(var + eps), each (B, T, 1); the backward
-    recomputes xhat (B, T, C) from them instead of keeping a third array of
-    the input's size.
+    keeps inp, weight, mean and rstd = 1/sqrt(var + eps), each statistic
+    (B, T, 1); the backward recomputes xhat (B, T, C) from them instead of
+    keeping a third array of the input's size.
     """
     mean = inp.mean(axis=-1, keepdims=True)                 # (B, T, 1)
-    out = inp - mean                                        # (B, T, C)
-    C = inp.shape[-1]
-    var = np.einsum("btc,btc->bt", out, out)[..., None] / C  # mean of squares
+    var = ((inp - mean) ** 2).mean(axis=-1, keepdims=True)  # (B, T, 1)
     rstd = 1.0 / np.sqrt(var + eps)                         # (B, T, 1)
-    out *= rstd                                             # xhat
-    out *= weight
-    out += bias           # in place, (x - mean) * rstd * weight + bias
+    xhat = (inp - mean) * rstd                              # (B, T, C)
+    out = xhat * weight + bias                              # (B, T, C)
     return out, (inp, weight, mean, rstd)
 
 
@@ -114,21 +111,16 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
     (B, T) of dout.  dinp (B, T, C), dweight (C,), dbias (C,), dout (B, T, C).
     """
     inp, weight, mean, rstd = cache
-    xhat = inp - mean
-    xhat *= rstd                                  # (B, T, C), recomputed
+    C = inp.shape[-1]
+    xhat = (inp - mean) * rstd          # (B, T, C), recomputed (see the forward)
     if dbias is not None:
-        dbias += dout.sum(axis=(0, 1))
+        dbias += dout.reshape(-1, C).sum(axis=0)                     # (C,)
     if dweight is not None:
-        dweight += np.einsum("btc,btc->c", dout, xhat)  # sum_bt dout * xhat
+        dweight += (dout * xhat).reshape(-1, C).sum(axis=0)          # (C,)
     if dinp is not None:
-        g = dout * weight                                   # (B, T, C)
-        C = g.shape[-1]
-        mean_gx = np.einsum("btc,btc->bt", g, xhat)[..., None] / C  # (B, T, 1)
-        g -= g.mean(axis=-1, keepdims=True)                 # g - mean(g)
-        xhat *= mean_gx
-        g -= xhat                         # g - mean(g) - xhat * mean(g xhat)
-        g *= rstd
-        dinp += g
+        g = dout * weight                                           # (B, T, C)
+        dinp += rstd * (g - g.mean(axis=-1, keepdims=True)
+                        - xhat * (g * xhat).mean(axis=-1, keepdims=True))
 
 
 # ---- rmsnorm -----------------------------------------------------------------

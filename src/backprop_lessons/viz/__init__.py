@@ -2,6 +2,9 @@
 (`plots`).
 
     draw_graph, require_dot   graph.py: a scalar graph as a graphviz drawing
+    draw_block_backward       block_backward.py: one GPT block's backward
+                              dataflow, where the residual gradient forks
+                              and joins (chapter 6)
     plots                     plots.py: figures sized for the book's text
                               column, one class palette for every chapter,
                               ratio bars on log axes (matplotlib, imported
@@ -11,6 +14,7 @@
 """
 
 from . import plots
+from .block_backward import draw_block_backward
 from .graph import draw_graph, require_dot
 
-__all__ = ["draw_graph", "require_dot", "plots"]
+__all__ = ["draw_block_backward", "draw_graph", "require_dot", "plots"]
