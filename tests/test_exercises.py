@@ -298,6 +298,54 @@ def test_the_jvp_check_restores_the_package_rule(capsys):
 # ---- matmul VJP ----------------------------------------------------------------
 
 
+def matmul_vjp_right(G, X, W):
+    return G @ W.T, X.T @ G
+
+
+@pytest.mark.parametrize(
+    "wrong,hint",
+    [
+        # a missing transpose: NumPy refuses the product on the non-square W
+        (lambda G, X, W: (G @ W, X.T @ G), "your code raised ValueError"),
+        (
+            lambda G, X, W: (
+                G @ W.T @ np.ones((X.shape[1],) * 2)[:, :1],
+                X.T @ G,
+            ),
+            "dX should have the shape of X",
+        ),
+        (lambda G, X, W: (G @ W.T, G.T @ X), "dW should have the shape of W"),
+        # right shapes on the square case only: the values must tell
+        (
+            lambda G, X, W: (
+                (G @ W if W.shape[0] == W.shape[1] else G @ W.T),
+                X.T @ G,
+            ),
+            "(3, 3), dX has the right shape but wrong values",
+        ),
+        (
+            lambda G, X, W: (
+                G @ W.T,
+                (X.T @ G).T if X.shape == G.shape else X.T @ G,
+            ),
+            "(3, 3), dW has the right shape but wrong values",
+        ),
+        (lambda G, X, W: G @ W.T, "return the tuple (dX, dW)"),
+        (lambda G, X, W: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_matmul_vjp_check(wrong, hint, capsys):
+    assert run(
+        matmul_vjp.check_matmul_vjp, matmul_vjp_right, capsys=capsys
+    ).correct
+    assert_verdict(
+        run(matmul_vjp.check_matmul_vjp, wrong, capsys=capsys), "not yet", hint
+    )
+    stub = run(matmul_vjp.check_matmul_vjp, stub_ellipsis, capsys=capsys)
+    assert_verdict(stub, "not attempted yet")
+    assert stub.exercise == 1
+
+
 def shared_weight_vjp(G, X, W):
     n, k = W.shape
     return G @ W.T, X.reshape(-1, n).T @ G.reshape(-1, k)
@@ -338,7 +386,7 @@ def my_unbroadcast(grad, shape):
             matmul_vjp.check_linear_backward,
             linear_backward,
             linear_backward_buggy,
-            "dX and db disagree",
+            "dX and db disagree with finite differences",
         ),
         (
             matmul_vjp.check_logsumexp_vjp,

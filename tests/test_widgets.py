@@ -14,7 +14,11 @@ import pytest
 import traitlets
 
 from backprop_lessons import Value, topological_order, zero_grad
-from backprop_lessons.example_graphs import neuron_example, relu_example
+from backprop_lessons.example_graphs import (
+    neuron_example,
+    relu_example,
+    used_twice,
+)
 from backprop_lessons.scalar_nn import MLP
 from backprop_lessons.viz.plots import MIN_TEXT_PX
 from backprop_lessons.widgets import (
@@ -506,3 +510,89 @@ def test_selfcheck_colours_meet_wcag_aa_in_light_and_dark():
             assert _contrast(palette[fg], palette[bg]) >= 4.5, (fg, bg, palette)
         for fg, bg in [("line", "bg"), ("line", "field"), ("accent", "bg")]:
             assert _contrast(palette[fg], palette[bg]) >= 3.0, (fg, bg, palette)
+
+
+def test_per_contribution_frames_show_each_addition_into_a_shared_value():
+    """f = a + a**2: a.grad grows in two `+=` steps, 0 -> 1 -> 7, and a
+    pushes only after its second contribution."""
+    root = used_twice()
+    frames = backward_frames(root, per_contribution=True)
+    into_a = [
+        (i, u)
+        for i, fr in enumerate(frames)
+        for u in fr["updates"]
+        if u["input"] == "a"
+    ]
+    assert [(u["before"], u["after"]) for _, u in into_a] == [
+        (0.0, 1.0),
+        (1.0, 7.0),
+    ]
+    assert [(u["received"], u["uses"]) for _, u in into_a] == [(1, 2), (2, 2)]
+    # one frame per contribution, each table row showing before -> after
+    assert into_a[0][0] != into_a[1][0]
+    assert "0 &rarr; <b>1</b>" in frames[into_a[0][0]]["html"]
+    assert "1 &rarr; <b>7</b>" in frames[into_a[1][0]]["html"]
+    assert "not complete, it waits" in frames[into_a[0][0]]["caption"]
+    assert (
+        "both of its contributions: complete" in frames[into_a[1][0]]["caption"]
+    )
+    # a pushes (to x and y) only after its gradient is complete
+    pushes_from_a = [i for i, fr in enumerate(frames) if fr["node"] == "a"]
+    assert min(pushes_from_a) > into_a[1][0]
+    assert all(frames[i]["received"]["a"] == [2, 2] for i in pushes_from_a)
+    # every `+=` of backward is one frame (plus start, seed and the leaves)
+    edges = sum(len(v._children) for v in topological_order(root))
+    leaves = sum(not v._children for v in topological_order(root))
+    assert len(frames) == 2 + edges + leaves
+    # the end is a fresh backward's gradients: df/da = 2a + 1 = 7
+    order = topological_order(root)
+    zero_grad(order)
+    root.backward()
+    assert frames[-1]["grads"] == {v.label: v.grad for v in order}
+    assert frames[-1]["grads"]["a"] == 7.0
+
+
+def test_per_contribution_stepper_keeps_its_frames_in_its_state():
+    stepper = BackwardStepper(used_twice(), per_contribution=True)
+    state = stepper.get_state()
+    assert len(state["frames"]) == 9 and state["frames"][0]["svg"]
+    assert "one += at a time" in state["title"]
+    assert "waits for more contributions" in state["legend"]
+    json.dumps(state["frames"])  # the page receives them as they are
+    # a waiting value is drawn in the waiting colour while it waits: f
+    # pushes into a, then into s (a waits), then s pushes into a
+    waiting = stepper.frames[3]
+    assert waiting["updates"][0]["input"] == "s"
+    assert waiting["received"]["a"] == [1, 2]
+    assert "#e1bee7" in waiting["svg"].lower()
+    assert "#e1bee7" not in stepper.frames[-1]["svg"].lower()
+    assert repr(stepper) == "BackwardStepper(8 steps on a graph of 5 values)"
+
+
+@pytest.mark.parametrize("build", [relu_example, neuron_example, doubled_twice])
+def test_per_contribution_ends_where_the_node_stepper_ends(build):
+    node = backward_frames(build())
+    each = backward_frames(build(), per_contribution=True)
+    assert each[-1]["grads"] == node[-1]["grads"]
+    drop = ("received", "uses")
+    assert [
+        {k: v for k, v in u.items() if k not in drop}
+        for fr in each
+        for u in fr["updates"]
+    ] == [u for fr in node for u in fr["updates"]]
+
+
+def test_per_contribution_must_be_a_bool():
+    with pytest.raises(TypeError, match="BackwardStepper: per_contribution"):
+        BackwardStepper(relu_example(), per_contribution="yes")
+
+
+def test_stepper_front_end_highlights_with_the_drawing_colour():
+    """stepper.js scrolls the node drawn in viz.graph.HIGHLIGHT into view."""
+    from backprop_lessons.viz.graph import HIGHLIGHT
+
+    stepper = BackwardStepper(relu_example())
+    esm = stepper.get_state()["_esm"]
+    assert f'const HIGHLIGHT = "{HIGHLIGHT}";' in esm
+    assert "scrollLeft" in esm
+    assert f'fill="{HIGHLIGHT}"' in stepper.frames[2]["svg"]

@@ -5,6 +5,7 @@
     chain(length)    x + 1 + 1 + ...: a graph `length` operations deep
     shared_input()   z = (x*2 + x) * x: one value used three times
     diamond()        w = z * y with z = y + x and y = x*2: y feeds two nodes
+    used_twice()     f = a + a**2 with a = x + y: a is used twice
 
 Every value carries a label, so orders and drawings read by name.
 `is_topological(order, root)` says whether a list is a valid backward order
@@ -22,6 +23,7 @@ __all__ = [
     "chain",
     "shared_input",
     "diamond",
+    "used_twice",
     "is_topological",
     "backward_in_order",
 ]
@@ -77,6 +79,18 @@ def diamond() -> Value:
     y = _labelled(x * 2.0, "y")
     z = _labelled(y + x, "z")
     return _labelled(z * y, "w")
+
+
+def used_twice() -> Value:
+    """f = a + s with s = a**2 and a = x + y, at x = 2, y = 1 (a = 3, f = 12).
+
+    a feeds both s and f, so backward adds two contributions into a.grad,
+    1 from f and 2a = 6 from s, before a may push its gradient 7 = 2a + 1
+    on to x and y."""
+    x, y = Value(2.0, label="x"), Value(1.0, label="y")
+    a = _labelled(x + y, "a")
+    s = _labelled(a**2, "s")
+    return _labelled(a + s, "f")
 
 
 def is_topological(order: list[Value], root: Value) -> bool:

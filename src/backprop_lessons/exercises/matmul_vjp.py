@@ -1,5 +1,6 @@
 """Checks for the exercises of "The matmul VJP" (chapter 4).
 
+    check_matmul_vjp(matmul_vjp)                 dX, dW of Z = X @ W
     check_shared_weight_vjp(shared_weight_vjp)   X (B, T, n) @ W (n, k)
     check_linear_backward(linear_backward)       dX, dW, db of X @ W + b
     check_logsumexp_vjp(logsumexp_vjp)           stable for logits near 1000
@@ -19,6 +20,7 @@ from ..tensor import unbroadcast
 from .checking import NotYet, Verdict, attempt, close, mismatched, run_check
 
 __all__ = [
+    "check_matmul_vjp",
     "check_shared_weight_vjp",
     "check_linear_backward",
     "check_logsumexp_vjp",
@@ -34,7 +36,43 @@ def _pair(result, names: str):
     return result
 
 
-def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 1) -> Verdict:
+def check_matmul_vjp(matmul_vjp, exercise: int = 1) -> Verdict:
+    """matmul_vjp(G, X, W) -> (dX, dW) for Z = X @ W, compared with PyTorch
+    in float64 on a non-square W (a wrong product fails on its shape) and on
+    a square one (where only the values can tell)."""
+    import torch
+
+    def check(matmul_vjp):
+        todo = "write matmul_vjp(G, X, W) and run its cell"
+        rng = np.random.default_rng(9)
+        for m, n, k in ((3, 4, 2), (3, 3, 3)):
+            X = rng.standard_normal((m, n))
+            W = rng.standard_normal((n, k))
+            G = rng.standard_normal((m, k))
+            result = attempt(matmul_vjp, G, X, W, todo=todo)
+            dX, dW = _pair(result, "dX, dW")
+            for name, mine, like in (("dX", dX, X), ("dW", dW, W)):
+                if np.shape(mine) != like.shape:
+                    raise NotYet(
+                        f"with X {X.shape} and W {W.shape}, {name} should "
+                        f"have the shape of {name[1:]}, {like.shape}; got "
+                        f"{np.shape(mine)}"
+                    )
+            x = torch.tensor(X, requires_grad=True)
+            w = torch.tensor(W, requires_grad=True)
+            ((x @ w) * torch.tensor(G)).sum().backward()
+            for name, mine, ref in (("dX", dX, x.grad), ("dW", dW, w.grad)):
+                if not close(mine, ref.numpy(), TOL):
+                    raise NotYet(
+                        f"with X {X.shape} and W {W.shape}, {name} has the "
+                        "right shape but wrong values: write one entry as a "
+                        "sum over the entries of Z it touches"
+                    )
+
+    return run_check(exercise, check, matmul_vjp)
+
+
+def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 2) -> Verdict:
     """shared_weight_vjp(G, X, W) -> (dX, dW) for Z = X @ W with X (B, T, n)
     and one W (n, k), compared with PyTorch."""
     import torch
@@ -65,7 +103,7 @@ def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, shared_weight_vjp)
 
 
-def check_linear_backward(linear_backward, exercise: int = 2) -> Verdict:
+def check_linear_backward(linear_backward, exercise: int = 3) -> Verdict:
     """linear_backward(G, X, W) -> (dX, dW, db) for Y = X @ W + b, checked
     by centred differences on a square W, where the shapes cannot give a
     wrong formula away."""
@@ -88,14 +126,13 @@ def check_linear_backward(linear_backward, exercise: int = 2) -> Verdict:
         wrong = [f"d{name}" for name in mismatched(mine, numeric, 1e-6)]
         if wrong:
             raise NotYet(
-                f"{' and '.join(wrong)} disagree with finite differences "
-                "(mind the transpose, and what b's broadcast copies add up to)"
+                f"{' and '.join(wrong)} disagree with finite differences"
             )
 
     return run_check(exercise, check, linear_backward)
 
 
-def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 3) -> Verdict:
+def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 4) -> Verdict:
     """logsumexp_vjp(g, z) -> (B, C): the VJP of log(sum(exp(z))) over the
     last axis, compared with PyTorch, also for logits near 1000."""
     import torch
@@ -125,7 +162,7 @@ def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 3) -> Verdict:
     return run_check(exercise, check, logsumexp_vjp)
 
 
-def check_unbroadcast(my_unbroadcast, exercise: int = 4) -> Verdict:
+def check_unbroadcast(my_unbroadcast, exercise: int = 5) -> Verdict:
     """my_unbroadcast(grad, shape) must sum a (2, 3, 4) gradient back to
     seven shapes exactly as the package's `unbroadcast` does."""
 

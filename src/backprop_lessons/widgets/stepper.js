@@ -12,6 +12,9 @@ const ICONS = {
   next: "M4 2v12l8-6z",
 };
 
+// The fill of the node being processed (viz.graph.HIGHLIGHT).
+const HIGHLIGHT = "#ffd54f";
+
 function icon(name) {
   return `<svg class="bl-icon" viewBox="0 0 16 16" aria-hidden="true"><path d="${ICONS[name]}"/></svg>`;
 }
@@ -77,6 +80,20 @@ function render({ model, el }) {
   const last = () => Math.max(0, frames().length - 1);
   const clamp = (i) => Math.min(Math.max(0, i | 0), last());
 
+  // On a narrow screen the graph scrolls sideways: bring the highlighted
+  // node (drawn in the highlight colour) to the middle of the graph's box
+  // when the frame changes.  Only the box scrolls, never the page.
+  function revealCurrent() {
+    if (graph.scrollWidth <= graph.clientWidth + 1) return;
+    const mark = graph.querySelector(
+      `polygon[fill="${HIGHLIGHT}"], ellipse[fill="${HIGHLIGHT}"]`);
+    if (!mark) return;
+    const box = mark.getBoundingClientRect();
+    const outer = graph.getBoundingClientRect();
+    const centre = box.left + box.width / 2 - outer.left + graph.scrollLeft;
+    graph.scrollLeft = Math.max(0, centre - graph.clientWidth / 2);
+  }
+
   function show() {
     const i = clamp(model.get("index"));
     const f = frames()[i] || { svg: "", html: "", caption: "" };
@@ -85,6 +102,7 @@ function render({ model, el }) {
       caption.innerHTML = f.caption;
       info.innerHTML = f.html;
       shown = i;
+      revealCurrent();
     }
     title.textContent = model.get("title");
     legend.innerHTML = model.get("legend");
