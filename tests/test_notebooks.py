@@ -230,3 +230,77 @@ def test_unchecked_outputs_say_why(path):
         f"{path.name}: code cells {silent} are not compared by nbval "
         "but do not start with a comment that says why"
     )
+
+
+# ---- one markdown for three renderers (STYLE.md) ----
+# JupyterLab and Colab render notebook markdown as CommonMark plus HTML: MyST
+# syntax shows there as raw text (a dropdown's explanation in the open).
+# scripts/commonmark_notebooks.py rewrites the old markup; the book's
+# front-matter pages (book/*.md) may keep MyST.
+
+MYST_ONLY = {
+    "a MyST directive (use <details class=...><summary>...)": re.compile(
+        r"^ {0,3}(`{3,}|~{3,}|:{3,})\{[\w-]+\}.*$", re.M
+    ),
+    "a MyST role (link to the file: [text](04_matmul_vjp.ipynb))": re.compile(
+        r"(?<!`)\{[a-z][\w:.-]*\}`[^`]+`"
+    ),
+    "a MyST target": re.compile(r"^\([\w.:-]+\)=\s*$", re.M),
+}
+DETAILS_OPEN = re.compile(r"<details\b[^>]*>")
+DETAILS_CLASSES = {"why", "hint", "deeper"}
+
+
+def _markdown_cells(path: Path) -> list[tuple[int, str]]:
+    nb = json.loads(path.read_text())
+    return [
+        (i, "".join(c["source"]))
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "markdown"
+    ]
+
+
+DEMO_NOTEBOOKS = sorted(
+    (ROOT / "tests" / "browser" / "demo_book").glob("*.ipynb")
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + DEMO_NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_is_commonmark_not_myst(path):
+    found = [
+        (i, what, m.group(0).strip()[:50])
+        for i, text in _markdown_cells(path)
+        for what, pattern in MYST_ONLY.items()
+        for m in pattern.finditer(text)
+    ]
+    assert not found, (
+        f"{path.name}: MyST-only markup in markdown cells (cell, what, text): "
+        f"{found}; run scripts/commonmark_notebooks.py"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + DEMO_NOTEBOOKS, ids=lambda p: p.stem)
+def test_collapsed_blocks_follow_the_convention(path):
+    """`<details class="why|hint|deeper"><summary>...</summary>`, a blank
+    line, the markdown body, a blank line, `</details>` (CommonMark ends an
+    HTML block at a blank line: without them the body is not markdown)."""
+    bad = []
+    for i, text in _markdown_cells(path):
+        for m in DETAILS_OPEN.finditer(text):
+            tag = m.group(0)
+            classes = re.search(r'class="([^"]*)"', tag)
+            after = text[m.end() :]
+            if not classes or not DETAILS_CLASSES & set(classes[1].split()):
+                bad.append((i, f"{tag}: class why, hint or deeper"))
+            elif " open" in tag:
+                bad.append((i, f"{tag}: starts collapsed (no `open`)"))
+            elif not re.match(r"<summary>[^\n]+</summary>\n\n", after):
+                bad.append((i, "<summary>...</summary> then a blank line"))
+        for m in re.finditer(r"</details>", text):
+            before, rest = text[: m.start()], text[m.end() :]
+            alone = before.endswith("\n\n") and (
+                rest in ("", "\n") or rest.startswith("\n\n")
+            )
+            if not alone:
+                bad.append((i, "</details> alone, between blank lines"))
+    assert not bad, f"{path.name}: (cell, expected): {bad}"

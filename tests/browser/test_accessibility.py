@@ -79,7 +79,8 @@ def test_page_has_no_serious_accessibility_violations(shared_page, page, mode):
 
 @pytest.mark.parametrize("mode", ["light", "dark"])
 def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
-    """Self-checks (with a verdict showing) and a hidden solution, both modes."""
+    """Self-checks (with a verdict showing), a hidden solution and the
+    collapsed blocks (one open), both modes."""
     p = demo_page(DEMO, mode=mode)
     p.wait_for_widgets()
     number = p.page.locator(".bl-check").first
@@ -91,6 +92,8 @@ def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
     p.page.wait_for_function(
         "document.querySelectorAll('.bl-check[data-status]').length === 2"
     )
+    # one collapsed block (a hint) open, the others closed: both states
+    p.page.locator("article details.hint > summary").click()
     found = _violations(p)
     assert not found, f"demo ({mode} mode):\n{_describe(found)}"
 

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.browser
 VERDICT = re.compile(r"Exercise\s+\d+\s*:\s*correct", re.IGNORECASE)
 NOT_ATTEMPTED = re.compile(r"not attempted yet", re.IGNORECASE)
 SOLUTION_CELLS = "article div.cell.tag_solution"
-# Collapsible prose (a `{admonition}` with `:class: dropdown`, or a `{dropdown}`).
+# Collapsible prose: the notebooks' <details class="why|hint|deeper"> (and, on
+# MyST pages, a dropdown admonition or a `{dropdown}`).
 DROPDOWN_BODIES = (
+    "article details:is(.why, .hint, .deeper) > :not(summary), "
     "article .admonition.dropdown > :not(.admonition-title), "
     "article details.sd-dropdown > :not(summary)"
 )
