@@ -159,6 +159,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tensor_engine.py
 	$(BIN)/python benchmarks/gpt_step.py
 	$(BIN)/python benchmarks/microgpt_step.py
+	$(BIN)/python benchmarks/memory_layers.py
 	$(BIN)/python benchmarks/gpt2_124m.py --settings default default+malloc 1+malloc
 	$(BIN)/python benchmarks/report.py
 	@echo "Results in benchmarks/results; the book's performance appendix includes them (make book)."

@@ -357,3 +357,230 @@ def crossentropy_softmax_backward(dlogits, dloss, cache):
     b, t = np.indices((B, T))                               # (B, T) each
     dlogits += probs * (dloss / (B * T))                    # (B, T, V)
     dlogits[b, t, targets] -= dloss / (B * T)               # the one-hot part
+
+
+# ---- FlashAttention: the same attention, tiled, no T x T array -----------------
+
+__all__ += [
+    "flash_attention_forward", "flash_attention_backward",
+    "fused_classifier_forward", "fused_classifier_backward",
+]
+
+
+def _check_tile(what, name, value):
+    """A positive integer tile or chunk size, as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}: {name} must be a positive integer, "
+                        f"got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{what}: {name} must be a positive integer, "
+                         f"got {value}")
+    return int(value)
+
+
+def _check_qkv(what, inp, n_head):
+    """inp (B, T, 3C) with C divisible by n_head; returns hs."""
+    inp = np.asarray(inp)
+    if inp.ndim != 3:
+        raise ValueError(f"{what}: inp must have shape (B, T, 3C), "
+                         f"got {inp.shape}")
+    C3 = inp.shape[-1]
+    n_head = _check_tile(what, "n_head", n_head)
+    if C3 % 3 or (C3 // 3) % n_head:
+        raise ValueError(f"{what}: the last axis {C3} must be 3*C "
+                         f"with C divisible by n_head={n_head}")
+    return C3 // 3 // n_head
+
+
+def flash_attention_forward(inp, n_head, tile=64):
+    """Causal multi-head attention as FlashAttention computes it: an online
+    softmax over tiles of keys, one logsumexp per row kept, no T x T array.
+
+    inp (B, T, 3C) holds q, k, v side by side -> out (B, T, C), equal to
+    attention_forward's out.  For each tile of `tile` queries, the keys are
+    read `tile` at a time (only the tiles at or below the diagonal: the
+    mask is causal).  Per query row, three running numbers replace the row
+    of probabilities (Milakov and Gimelshein 2018; Dao 2023, Algorithm 1):
+
+        m   the largest score seen so far,
+        l   sum_j exp(s_j - m) over the keys seen so far,
+        acc sum_j exp(s_j - m) v_j  (hs numbers).
+
+    A new tile of scores s (tile, tile) with largest m' = max(m, max s):
+    rescale l and acc by exp(m - m'), add the tile's exp(s - m') terms.
+    At the end out = acc / l, and the logsumexp L = m + log l is all the
+    backward needs of the softmax: att[t, j] = exp(s[t, j] - L[t]).
+    The cache keeps inp, out and L (B, NH, T, 1): O(T), where
+    attention_forward keeps att (B, NH, T, T).
+    """
+    hs = _check_qkv("flash_attention_forward", inp, n_head)
+    tile = _check_tile("flash_attention_forward", "tile", tile)
+    B, T, C3 = inp.shape
+    scale = 1.0 / math.sqrt(hs)
+    q, k, v = (_split_heads(x, n_head)
+               for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
+    out = np.empty((B, n_head, T, hs), inp.dtype)         # (B, NH, T, hs)
+    lse = np.empty((B, n_head, T, 1), inp.dtype)          # L, one per row
+    for i0 in range(0, T, tile):
+        i1 = min(i0 + tile, T)
+        qi = q[:, :, i0:i1] * scale                       # (B, NH, tq, hs)
+        m = np.full((B, n_head, i1 - i0, 1), -np.inf, inp.dtype)
+        l = np.zeros_like(m)                              # (B, NH, tq, 1)
+        acc = np.zeros((B, n_head, i1 - i0, hs), inp.dtype)
+        for j0 in range(0, i1, tile):                     # keys j0 < i1 only
+            j1 = min(j0 + tile, i1)
+            s = qi @ k[:, :, j0:j1].swapaxes(-1, -2)      # (B, NH, tq, tk)
+            if j1 > i0 + 1:      # the tile reaches above the diagonal: mask
+                s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            s -= m_new
+            p = np.exp(s, out=s)                          # (B, NH, tq, tk)
+            rescale = np.exp(m - m_new)                   # (B, NH, tq, 1)
+            l *= rescale
+            l += p.sum(axis=-1, keepdims=True)
+            acc *= rescale
+            acc += p @ v[:, :, j0:j1]
+            m = m_new
+        out[:, :, i0:i1] = acc / l
+        lse[:, :, i0:i1] = m + np.log(l)
+    out = out.swapaxes(1, 2).reshape(B, T, C3 // 3)       # (B, T, C)
+    return out, (inp, out, lse, n_head, tile)
+
+
+def flash_attention_backward(dinp, dout, cache):
+    """Backward of flash_attention_forward: attention_backward's formulas,
+    with the probabilities recomputed tile by tile from L.
+
+    Per head (Dao 2023, Algorithm 2), for a tile of queries i and keys j:
+        p  = exp(q_i k_j^T / sqrt(hs) - L_i)     (recomputed, tq x tk)
+        dv_j += p^T dy_i,           dp = dy_i v_j^T
+        ds = p * (dp - D_i),        D = rowsum(dy * out)
+        dq_i += ds k_j / sqrt(hs),  dk_j += ds^T q_i / sqrt(hs)
+    D is the eager backward's sum_j datt * att, computed once per row from
+    the output instead: sum_j (dy . v_j) att_j = dy . (sum_j att_j v_j)
+    = dy . out.  Nothing of size T x T is made.
+    dinp (B, T, 3C), dout (B, T, C).
+    """
+    inp, out, lse, n_head, tile = cache
+    if dout.shape != out.shape:
+        raise ValueError(f"flash_attention_backward: dout must have the "
+                         f"shape of the output {out.shape}, got {dout.shape}")
+    B, T, C3 = inp.shape
+    hs = C3 // 3 // n_head
+    scale = 1.0 / math.sqrt(hs)
+    q, k, v = (_split_heads(x, n_head)
+               for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
+    dq, dk, dv = (_split_heads(x, n_head)
+                  for x in np.split(dinp, 3, axis=-1))    # views of dinp
+    dy = _split_heads(dout, n_head)                       # (B, NH, T, hs)
+    D = np.einsum("bhtd,bhtd->bht", dy, _split_heads(out, n_head))[..., None]
+    for j0 in range(0, T, tile):                          # a tile of keys
+        j1 = min(j0 + tile, T)
+        kj, vj = k[:, :, j0:j1], v[:, :, j0:j1]           # (B, NH, tk, hs)
+        dkj = np.zeros((B, n_head, j1 - j0, hs), inp.dtype)
+        dvj = np.zeros_like(dkj)
+        for i0 in range(j0 - j0 % tile, T, tile):         # queries i1 > j0
+            i1 = min(i0 + tile, T)
+            qi = q[:, :, i0:i1]                           # (B, NH, tq, hs)
+            s = (qi * scale) @ kj.swapaxes(-1, -2)        # (B, NH, tq, tk)
+            if j1 > i0 + 1:
+                s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
+            s -= lse[:, :, i0:i1]
+            p = np.exp(s, out=s)                          # att's tile
+            dyi = dy[:, :, i0:i1]
+            dvj += p.swapaxes(-1, -2) @ dyi
+            ds = dyi @ vj.swapaxes(-1, -2)                # dp (B, NH, tq, tk)
+            ds -= D[:, :, i0:i1]
+            ds *= p
+            ds *= scale
+            dq[:, :, i0:i1] += ds @ kj
+            dkj += ds.swapaxes(-1, -2) @ qi
+        dk[:, :, j0:j1] += dkj
+        dv[:, :, j0:j1] += dvj
+
+
+# ---- the tied LM head, softmax and cross-entropy, fused -----------------------
+
+def _check_classifier(inp, wte, targets, chunk):
+    what = "fused_classifier_forward"
+    inp, wte = np.asarray(inp), np.asarray(wte)
+    if inp.ndim != 3 or wte.ndim != 2 or inp.shape[-1] != wte.shape[-1]:
+        raise ValueError(f"{what}: inp must be (B, T, C) and wte (V, C) with "
+                         f"the same C, got {inp.shape} and {wte.shape}")
+    targets = np.asarray(targets)
+    if targets.shape != inp.shape[:2] or targets.dtype.kind not in "iu":
+        raise ValueError(f"{what}: targets must be integers of shape "
+                         f"{inp.shape[:2]} (B, T), got {targets.dtype} "
+                         f"{targets.shape}")
+    V = wte.shape[0]
+    if targets.size and (targets.min() < 0 or targets.max() >= V):
+        raise ValueError(f"{what}: targets must lie in [0, V={V})")
+    return _check_tile(what, "chunk", chunk), targets
+
+
+def fused_classifier_forward(inp, wte, targets, chunk=8192):
+    """loss = crossentropy_softmax_forward(matmul_forward(inp, wte, None)),
+    without ever holding the (B, T, V) logits.
+
+    inp (B, T, C), wte (V, C) (the tied LM head), targets (B, T) -> loss
+    (a float), cache.  The vocabulary is read `chunk` rows of wte at a
+    time: logits (B*T, chunk) for that slice, folded into a running max m
+    and sum l of exp(logit - m) per position (the online softmax of
+    flash_attention_forward, over V instead of T).  The cache keeps inp,
+    wte, targets and the logsumexp L = m + log l (B*T,): the backward
+    recomputes each chunk's probabilities as exp(logit - L).  As llm.c's
+    fused_classifier and Liger's fused linear cross-entropy do.
+    """
+    chunk, targets = _check_classifier(inp, wte, targets, chunk)
+    B, T, C = inp.shape
+    x = inp.reshape(B * T, C)                               # (N, C), N = B*T
+    m = np.full(B * T, -np.inf, inp.dtype)                  # (N,)
+    l = np.zeros(B * T, inp.dtype)                          # (N,)
+    for v0 in range(0, wte.shape[0], chunk):
+        logits = x @ wte[v0:v0 + chunk].T                   # (N, chunk)
+        m_new = np.maximum(m, logits.max(axis=-1))
+        logits -= m_new[:, None]
+        l *= np.exp(m - m_new)
+        l += np.exp(logits, out=logits).sum(axis=-1)
+        m = m_new
+    lse = m + np.log(l)                                     # (N,)
+    # the target's logit: one dot product per position
+    z_target = np.einsum("nc,nc->n", x, wte[targets.reshape(-1)])
+    loss = np.mean(lse - z_target)
+    return float(loss), (inp, wte, targets, lse, chunk)
+
+
+def fused_classifier_backward(dinp, dwte, dloss, cache):
+    """Backward of fused_classifier_forward, chunk by chunk of the
+    vocabulary.
+
+    For the chunk of rows v0:v1 of wte, with x = inp as (N, C):
+        g = (exp(x wte[v0:v1]^T - L) - onehot(target)) * dloss / N
+    (crossentropy_softmax_backward's dlogits, for those columns only), then
+    matmul_backward's two products:
+        dinp += g wte[v0:v1],        dwte[v0:v1] += g^T x
+    so neither the (N, V) dlogits nor a (V, C) temporary exists: the
+    largest temporaries are (N, chunk) and (chunk, C).
+    dinp (B, T, C), dwte (V, C) (either may be None), dloss a float.
+    """
+    inp, wte, targets, lse, chunk = cache
+    B, T, C = inp.shape
+    N = B * T
+    x = inp.reshape(N, C)
+    tgt = targets.reshape(-1)
+    rows = np.arange(N)
+    dx = None if dinp is None else dinp.reshape(N, C)      # a view, if it can
+    if dx is not None and not np.shares_memory(dx, dinp):
+        raise ValueError("fused_classifier_backward: dinp must be contiguous")
+    for v0 in range(0, wte.shape[0], chunk):
+        w = wte[v0:v0 + chunk]                              # (chunk, C)
+        g = x @ w.T                                         # (N, chunk)
+        g -= lse[:, None]
+        np.exp(g, out=g)                                    # probabilities
+        hit = (tgt >= v0) & (tgt < v0 + w.shape[0])         # target here
+        g[rows[hit], tgt[hit] - v0] -= 1.0
+        g *= dloss / N
+        if dx is not None:
+            dx += g @ w                                     # (N, C)
+        if dwte is not None:
+            dwte[v0:v0 + chunk] += g.T @ x                  # (chunk, C)

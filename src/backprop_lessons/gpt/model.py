@@ -39,6 +39,8 @@ from .layers import (
     crossentropy_softmax_forward,
     encoder_backward,
     encoder_forward,
+    fused_classifier_backward,
+    fused_classifier_forward,
     gelu_backward,
     gelu_forward,
     layernorm_backward,
@@ -224,13 +226,18 @@ def _check_tokens(what: str, tokens, config: GPTConfig, shape=None) -> np.ndarra
     return a
 
 
-def gpt_forward(params, config: GPTConfig, idx, targets=None):
+def gpt_forward(params, config: GPTConfig, idx, targets=None, *, fused=False):
     """Run the model on token ids `idx` (B, T); return `(loss, cache)`.
 
     `loss` is the mean cross-entropy against `targets` (B, T), or None when
     no targets are given (then only `cache["logits"]` (B, T, V) is useful,
     e.g. for sampling).  `cache` holds every layer's cache for `gpt_backward`.
+    `fused=True` (with targets) computes the LM head, softmax and loss with
+    fused_classifier_forward (chapter 10): the (B, T, V) logits are never
+    held, and `cache["logits"]` is None; `gpt_backward` follows the cache.
     """
+    if not isinstance(fused, bool):
+        raise TypeError(f"gpt_forward: fused must be a bool, got {fused!r}")
     check_params(params, config)
     idx = _check_tokens("idx", idx, config)
     if targets is not None:
@@ -256,8 +263,13 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None):
         x, c["res2"] = residual_forward(x, fcproj)
         blocks.append(c)
     lnf, lnf_cache = layernorm_forward(x, p["lnfw"], p["lnfb"])  # (B, T, C)
+    fused = fused and targets is not None
     # tied head: the LM head is wte
-    logits, head_cache = matmul_forward(lnf, p["wte"], None)  # (B, T, V)
+    if fused:  # no (B, T, V) array: the loss straight from lnf
+        loss, head_cache = fused_classifier_forward(lnf, p["wte"], targets)
+        logits = None
+    else:
+        logits, head_cache = matmul_forward(lnf, p["wte"], None)  # (B, T, V)
 
     cache = {
         "shape": idx.shape,
@@ -267,7 +279,11 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None):
         "lm_head": head_cache,
         "logits": logits,
         "loss": None,
+        "fused": fused,
     }
+    if fused:
+        cache["loss"] = head_cache
+        return loss, cache
     loss = None
     if targets is not None:
         loss, cache["loss"] = crossentropy_softmax_forward(logits, targets)
@@ -293,12 +309,16 @@ def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
     grads = {name: np.zeros_like(a) for name, a in params.items()}
     (B, T), C, dtype = cache["shape"], config.n_embd, params["wte"].dtype
 
-    dlogits = np.zeros((B, T, config.vocab_size), dtype)
-    # d loss / d loss = 1
-    crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
     dlnf = np.zeros((B, T, C), dtype)
-    # first half of dwte
-    matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+    if cache.get("fused"):  # head, softmax and loss in one (chapter 10)
+        fused_classifier_backward(dlnf, grads["wte"], 1.0, cache["loss"])
+    else:
+        dlogits = np.zeros((B, T, config.vocab_size), dtype)
+        # d loss / d loss = 1
+        crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
+        # first half of dwte
+        matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+        del dlogits
     dx = np.zeros((B, T, C), dtype)  # the residual stream
     layernorm_backward(dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
     # One set of activation-gradient buffers, reused by every block (zeroed
