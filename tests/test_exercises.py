@@ -15,6 +15,7 @@ from backprop_lessons.exercises import (
     debugging_backward,
     forward_vs_reverse,
     gpt_backward,
+    higher_order,
     matmul_vjp,
     mlp_by_hand,
     topological_sort,
@@ -754,3 +755,86 @@ def test_backprop_at_scale_checks(capsys):
     )
     assert_verdict(wrong, "not yet", "differs from the full batch's gradient")
     assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+
+
+# ---- derivatives of derivatives (chapter 11) -----------------------------------
+
+
+def tensor_hvp(loss_fn, arrays, vs):
+    from backprop_lessons.tensor import Tensor, grad
+
+    params = [Tensor(a, requires_grad=True) for a in arrays]
+    gs = grad(loss_fn(params), params, create_graph=True)
+    dot = sum((g * Tensor(v)).sum() for g, v in zip(gs, vs))
+    return [h.data for h in grad(dot, params)]
+
+
+def gradient_only(loss_fn, arrays, vs):
+    from backprop_lessons.tensor import Tensor, grad
+
+    params = [Tensor(a, requires_grad=True) for a in arrays]
+    return [g.data for g in grad(loss_fn(params), params)]
+
+
+def test_higher_order_hvp_check(capsys):
+    check = higher_order.check_hvp
+    assert run(check, tensor_hvp, capsys=capsys).correct
+    assert_verdict(
+        run(check, gradient_only, capsys=capsys), "not yet", "the gradient itself"
+    )
+    assert_verdict(
+        run(
+            check,
+            lambda f, a, v: [2 * x for x in tensor_hvp(f, a, v)],
+            capsys=capsys,
+        ),
+        "not yet",
+        "differs from centered differences",
+    )
+    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
+
+
+def test_higher_order_clipping_check(capsys):
+    import torch
+    from torch.func import grad, vmap
+
+    def per_example(loss_one, params, X, y):
+        return vmap(grad(loss_one), in_dims=(None, 0, 0))(params, X, y)
+
+    def clipped(loss_one, params, X, y, C):
+        g = per_example(loss_one, params, X, y)
+        sq = sum((v.reshape(len(X), -1) ** 2).sum(1) for v in g.values())
+        scale = torch.clamp(C / sq.sqrt(), max=1.0)
+        return {
+            k: (v * scale.reshape(-1, *[1] * (v.ndim - 1))).mean(0)
+            for k, v in g.items()
+        }
+
+    def per_parameter_norm(loss_one, params, X, y, C):
+        g = per_example(loss_one, params, X, y)
+        out = {}
+        for k, v in g.items():
+            n = v.reshape(len(X), -1).norm(dim=1)
+            s = torch.clamp(C / n, max=1.0).reshape(-1, *[1] * (v.ndim - 1))
+            out[k] = (v * s).mean(0)
+        return out
+
+    check = higher_order.check_clipped_mean_gradient
+    assert run(check, clipped, capsys=capsys).correct
+    assert_verdict(
+        run(
+            check,
+            lambda f, p, X, y, C: {
+                k: v.mean(0) for k, v in per_example(f, p, X, y).items()
+            },
+            capsys=capsys,
+        ),
+        "not yet",
+        "plain mean gradient",
+    )
+    assert_verdict(
+        run(check, per_parameter_norm, capsys=capsys),
+        "not yet",
+        "over all parameters",
+    )
+    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")

@@ -17,6 +17,8 @@ from backprop_lessons.gradcheck import (
     CheckTable,
     check_scalar_gradients,
     compare_arrays,
+    dot_product_test,
+    gradcheck,
     numerical_gradient,
     relative_error,
 )
@@ -391,3 +393,60 @@ def test_names_must_match_inputs():
         ValueError, match=r"check_scalar_gradients: 1 names for 2 inputs"
     ):
         check_scalar_gradients(lambda a, b: a * b, [1.0, 2.0], names=["a"])
+
+
+# ---- the dot-product test ----------------------------------------------------
+
+
+def _matrix_maps(M):
+    """J v and J^T u of x -> M x, as dot_product_test takes them."""
+    return (lambda vs: M @ vs[0]), (lambda u: [M.T @ u])
+
+
+def test_dot_product_test_passes_on_a_linear_map_and_its_transpose():
+    M = np.random.default_rng(0).standard_normal((4, 3))
+    jvp, vjp = _matrix_maps(M)
+    row = dot_product_test(jvp, vjp, [(3,)])
+    assert row.passed and row.rel_error < 1e-14
+
+
+def test_dot_product_test_catches_a_transposed_square_jacobian():
+    """The 2 AM bug: using J where J^T belongs; shapes cannot catch it when
+    J is square, the dot-product test does."""
+    M = np.random.default_rng(1).standard_normal((3, 3))
+    row = dot_product_test(lambda vs: M @ vs[0], lambda u: [M @ u], [(3,)])
+    assert not row.passed
+    assert "FAIL" in str(row)
+
+
+def test_dot_product_test_checks_shapes():
+    M = np.ones((2, 3))
+    with pytest.raises(ValueError, match="dot_product_test: vjp"):
+        dot_product_test(lambda vs: M @ vs[0], lambda u: [u], [(3,)])
+    with pytest.raises(ValueError, match="dot_product_test: J v has shape"):
+        dot_product_test(
+            lambda vs: M @ vs[0], lambda u: [M.T @ u], [(3,)], u=np.ones(3)
+        )
+
+
+def test_gradcheck_dot_product_row():
+    from backprop_lessons.tensor import Tensor
+
+    rng = np.random.default_rng(2)
+    inputs = {"X": rng.standard_normal((3, 3)), "W": rng.standard_normal((3, 3))}
+    report = gradcheck(lambda x, w: (x @ w).tanh(), inputs, dot_product=True)
+    assert report.passed and report["dot product"].passed
+    original = Tensor.matmul_backward
+
+    def transposed(g, saved, needs):  # dX = G W instead of G W^T
+        a, b = saved
+        return g @ b, a.swapaxes(-1, -2) @ g
+
+    try:
+        Tensor.matmul_backward = staticmethod(transposed)
+        bad = gradcheck(lambda x, w: x @ w, inputs, dot_product=True)
+    finally:
+        Tensor.matmul_backward = staticmethod(original)
+    assert not bad["dot product"].passed
+    with pytest.raises(TypeError, match="gradcheck: dot_product must be"):
+        gradcheck(lambda x, w: x @ w, inputs, dot_product=1)

@@ -30,6 +30,8 @@ ENGINES = [
     "example_graphs.py",
     "graph_stats.py",
     "jacobian_chain.py",
+    "linearize.py",
+    "higher_order.py",
     "gpt/__init__.py",
     "gpt/layers.py",
     "gpt/model.py",

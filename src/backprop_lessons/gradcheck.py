@@ -49,6 +49,7 @@ __all__ = [
     "compare_gradients",
     "check_scalar_gradients",
     "gradcheck",
+    "dot_product_test",
     "compare_with_torch",
 ]
 
@@ -397,7 +398,13 @@ def _projection(shape: tuple, seed: int) -> np.ndarray:
 
 
 def gradcheck(
-    f, inputs, eps: float = 1e-6, tol=1e-6, names=None, seed: int = 0
+    f,
+    inputs,
+    eps: float = 1e-6,
+    tol=1e-6,
+    names=None,
+    seed: int = 0,
+    dot_product: bool = False,
 ) -> CheckTable:
     """The engine's gradients of `f(*tensors)` next to centered differences.
 
@@ -406,7 +413,18 @@ def gradcheck(
     arithmetic is float64 (a float32 difference quotient is mostly noise).
     One row per input; `tol` is one number or a dict name -> tolerance.
     Costs two forward passes per input entry: use small arrays.
+
+    dot_product=True adds the row "dot product" (`dot_product_test`):
+    <J v, u> = <v, J^T u> for a random direction v of all inputs at once,
+    J v by one centered difference along v, J^T u the backward pass.  It
+    costs two forward passes whatever the size, so it also works where the
+    entry-by-entry rows are too slow (pass it a large input and look at that
+    row only).
     """
+    if not isinstance(dot_product, (bool, np.bool_)):
+        raise TypeError(
+            f"gradcheck: dot_product must be True or False, got {dot_product!r}"
+        )
     names, arrays = _named_inputs(inputs, names, "gradcheck")
     tensors = [Tensor(a, requires_grad=True) for a in arrays]
     out = f(*tensors)
@@ -423,7 +441,77 @@ def gradcheck(
         rows.append(
             compare_arrays(name, analytic, numeric, _tolerance(tol, name, 1e-6))
         )
+    if dot_product:
+
+        def jvp(vs):  # J v by one centered difference along v (all inputs)
+            def at(step):
+                moved = [Tensor(a + step * v) for a, v in zip(arrays, vs)]
+                return f(*moved).data.astype(np.float64)
+
+            return (at(eps) - at(-eps)) / (2 * eps)
+
+        def vjp(u):  # J^T u: the backward pass already run with u = dout
+            return [
+                t.grad if t.grad is not None else np.zeros_like(a)
+                for a, t in zip(arrays, tensors)
+            ]
+
+        rows.append(
+            dot_product_test(
+                jvp,
+                vjp,
+                [a.shape for a in arrays],
+                u=dout,
+                seed=seed + 1,
+                tol=_tolerance(tol, "dot product", 1e-6),
+            )
+        )
     return CheckTable("backward vs centered differences (float64)", rows)
+
+
+def dot_product_test(
+    jvp,
+    vjp,
+    shapes,
+    u=None,
+    seed: int = 0,
+    tol: float = 1e-10,
+    name: str = "dot product",
+) -> CheckRow:
+    """The dot-product test of a JVP against a VJP: <J v, u> = <v, J^T u>.
+
+    jvp(vs) -> J v, an array of the output's shape, for a list `vs` of one
+    tangent per input (shapes `shapes`); vjp(u) -> J^T u, a list of one array
+    per input.  Random v (and u, unless given) from `seed`; the row compares
+    the two numbers (relative error against `tol`).  Both sides are sums over
+    the same entries of J, with v and u on opposite sides, so a backward that
+    uses J where J^T belongs fails it even when J is square (unless J is
+    symmetric, when the two are the same map).  One JVP and one VJP whatever
+    the size: it checks large operations that entry-by-entry differences
+    cannot afford, and with an exact JVP (forward mode) it needs no eps.
+    """
+    shapes = [tuple(s) for s in shapes]
+    rng = np.random.default_rng(seed)
+    vs = [rng.standard_normal(s) for s in shapes]
+    jv = np.asarray(jvp(vs), dtype=np.float64)
+    if u is None:
+        u = rng.standard_normal(jv.shape)
+    u = np.asarray(u, dtype=np.float64)
+    if u.shape != jv.shape:
+        raise ValueError(
+            f"dot_product_test: J v has shape {jv.shape} but u has shape "
+            f"{u.shape}; they must be equal (the output's shape)"
+        )
+    jtu = [np.asarray(g, dtype=np.float64) for g in vjp(u)]
+    if [g.shape for g in jtu] != shapes:
+        raise ValueError(
+            "dot_product_test: vjp(u) must return one array per input with "
+            f"the input's shape {shapes}, got {[g.shape for g in jtu]}"
+        )
+    lhs = float((jv * u).sum())
+    rhs = float(sum((v * g).sum() for v, g in zip(vs, jtu)))
+    diff = abs(lhs - rhs)
+    return CheckRow(name, "()", diff, relative_error(lhs, rhs), tol, (lhs, rhs))
 
 
 def compare_with_torch(

@@ -60,6 +60,7 @@ __all__ = [
     "log_softmax",
     "cross_entropy",
     "zero_grad",
+    "grad",
 ]
 
 
@@ -923,3 +924,341 @@ def _tensor(op: str, x, name: str = "x") -> Tensor:
             f"got {type(x).__name__}"
         )
     return x
+
+
+# ---- gradients as tensors: grad() and double backward ------------------------
+# `backward` runs the rules above on ndarrays: fast, but the gradients it
+# makes are plain arrays, outside any graph, so they cannot be differentiated
+# again.  `grad(..., create_graph=True)` runs a second set of rules written
+# with Tensor operations.  Each one takes the incoming gradient as a Tensor
+# and the node it differentiates (its inputs are `node._children`, its output
+# is `node` itself), so every operation of the backward pass is recorded like
+# a forward operation, and the gradients it returns have a graph of their
+# own: differentiate them again and you get second derivatives
+# (Hessian-vector products, gradient penalties).  The table is keyed by the
+# array rule, so an operation without a Tensor rule is a clear error.
+
+
+def _unbroadcast_t(g: Tensor, shape: tuple) -> Tensor:
+    """`unbroadcast` with Tensor operations: sum, then reshape, both recorded."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    unbroadcast(np.empty(g.shape, dtype=np.bool_), shape)  # same shape check
+    extra = g.ndim - len(shape)
+    stretched = tuple(
+        extra + i
+        for i, n in enumerate(shape)
+        if n == 1 and g.shape[extra + i] != 1
+    )
+    return g.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(
+        shape
+    )
+
+
+def _broadcast_t(g: Tensor, shape: tuple) -> Tensor:
+    """g broadcast to `shape`, recorded: adding a zero constant broadcasts it,
+    and the add's rule sums the copies back (the transpose of a copy)."""
+    if g.shape == tuple(shape):
+        return g
+    return g + Tensor(np.zeros(shape, dtype=g.dtype))
+
+
+def _swap_last(t: Tensor) -> Tensor:
+    """t with its last two axes swapped (a stack of matrix transposes)."""
+    axes = list(range(t.ndim))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return t.transpose(tuple(axes))
+
+
+def _index_add(g: Tensor, in_shape: tuple, index) -> Tensor:
+    """zeros(in_shape) with g added at `index` (np.add.at), recorded: the
+    backward of indexing as an operation of its own.  Its own VJP is indexing
+    again, so indexing can be differentiated any number of times."""
+    out = np.zeros(in_shape, dtype=g.dtype)
+    np.add.at(out, index, g.data)
+    return _result(out, (g,), _index_add_backward, (index,), "index_add")
+
+
+def _index_add_backward(g, saved, needs):
+    """VJP of index_add: pick the entries of g at the index."""
+    (index,) = saved
+    return (np.array(g[index]),)
+
+
+_TENSOR_RULES: dict = {}  # array rule -> rule on Tensors, filled below
+
+
+def _rule_add(g, node, needs):
+    a, b = node._children
+    return (
+        _unbroadcast_t(g, a.shape) if needs[0] else None,
+        _unbroadcast_t(g, b.shape) if needs[1] else None,
+    )
+
+
+def _rule_sub(g, node, needs):
+    a, b = node._children
+    return (
+        _unbroadcast_t(g, a.shape) if needs[0] else None,
+        _unbroadcast_t(-g, b.shape) if needs[1] else None,
+    )
+
+
+def _rule_mul(g, node, needs):
+    a, b = node._children
+    return (
+        _unbroadcast_t(g * b, a.shape) if needs[0] else None,
+        _unbroadcast_t(g * a, b.shape) if needs[1] else None,
+    )
+
+
+def _rule_div(g, node, needs):
+    a, b = node._children
+    return (
+        _unbroadcast_t(g / b, a.shape) if needs[0] else None,
+        _unbroadcast_t(-g * (a / b) / b, b.shape) if needs[1] else None,
+    )
+
+
+def _rule_matmul(g, node, needs):
+    a, b = node._children
+    return (
+        _unbroadcast_t(g @ _swap_last(b), a.shape) if needs[0] else None,
+        _unbroadcast_t(_swap_last(a) @ g, b.shape) if needs[1] else None,
+    )
+
+
+def _rule_pow(g, node, needs):
+    (x,) = node._children
+    _, k = node._saved
+    if k == 0:
+        return (g * Tensor(np.zeros(x.shape, dtype=x.dtype)),)
+    return (g * (k * x ** (k - 1)),)
+
+
+def _rule_neg(g, node, needs):
+    return (-g,)
+
+
+def _rule_exp(g, node, needs):
+    return (g * node,)  # the output is exp(x): its graph leads back to x
+
+
+def _rule_log(g, node, needs):
+    (x,) = node._children
+    return (g / x,)
+
+
+def _rule_tanh(g, node, needs):
+    return (g * (1 - node * node),)
+
+
+def _rule_sigmoid(g, node, needs):
+    return (g * (node * (1 - node)),)
+
+
+def _rule_relu(g, node, needs):
+    (on,) = node._saved  # a constant mask: relu'' = 0 almost everywhere
+    return (g * Tensor(on.astype(g.dtype)),)
+
+
+def _rule_sum(g, node, needs):
+    in_shape, axes, keepdims = node._saved
+    if not keepdims:
+        g = g.reshape(np.expand_dims(g.data, axes).shape)
+    return (_broadcast_t(g, in_shape),)
+
+
+def _rule_mean(g, node, needs):
+    in_shape, axes, keepdims, count = node._saved
+    (gx,) = _rule_sum(
+        g, _Saved(node._children, (in_shape, axes, keepdims)), needs
+    )
+    return (gx / count,)
+
+
+def _rule_max(g, node, needs):
+    x, m, axes, keepdims = node._saved
+    if not keepdims:
+        g = g.reshape(np.expand_dims(g.data, axes).shape)
+    hit = x == m
+    share = Tensor((hit / hit.sum(axis=axes, keepdims=True)).astype(g.dtype))
+    return (_broadcast_t(g, x.shape) * share,)
+
+
+def _rule_reshape(g, node, needs):
+    (in_shape,) = node._saved
+    return (g.reshape(in_shape),)
+
+
+def _rule_transpose(g, node, needs):
+    (axes,) = node._saved
+    return (g.transpose(tuple(int(a) for a in np.argsort(axes))),)
+
+
+def _rule_index(g, node, needs):
+    in_shape, _, index = node._saved
+    return (_index_add(g, in_shape, index),)
+
+
+def _rule_index_add(g, node, needs):
+    (index,) = node._saved
+    return (g[index],)
+
+
+def _rule_softmax(g, node, needs):
+    _, ax = node._saved
+    s = node
+    return (s * (g - (g * s).sum(axis=ax, keepdims=True)),)
+
+
+def _rule_log_softmax(g, node, needs):
+    _, ax = node._saved
+    return (g - node.exp() * g.sum(axis=ax, keepdims=True),)
+
+
+def _rule_cross_entropy(g, node, needs):
+    (logits,) = node._children
+    _, t = node._saved
+    if logits._version != node._versions[1]:  # this rule reads logits.data
+        _check_versions(_Saved((logits,), (logits.data,), node))
+    onehot = np.zeros(logits.shape, dtype=logits.dtype)
+    onehot[np.arange(len(t)), t] = 1
+    return ((logits.softmax(1) - Tensor(onehot)) * (g / len(t)),)
+
+
+class _Saved:
+    """A stand-in node (children and saved values) for a rule that reuses
+    another rule (mean reuses sum)."""
+
+    def __init__(self, children, saved, like=None):
+        self._children, self._saved = children, saved
+        if like is not None:  # for _check_versions
+            self._versions, self._op, self._version = like._versions, like._op, 0
+            self._data = like.data
+
+
+_TENSOR_RULES.update(
+    {
+        Tensor.add_backward: _rule_add,
+        Tensor.sub_backward: _rule_sub,
+        Tensor.mul_backward: _rule_mul,
+        Tensor.div_backward: _rule_div,
+        Tensor.matmul_backward: _rule_matmul,
+        Tensor.pow_backward: _rule_pow,
+        Tensor.neg_backward: _rule_neg,
+        Tensor.exp_backward: _rule_exp,
+        Tensor.log_backward: _rule_log,
+        Tensor.tanh_backward: _rule_tanh,
+        Tensor.sigmoid_backward: _rule_sigmoid,
+        Tensor.relu_backward: _rule_relu,
+        Tensor.sum_backward: _rule_sum,
+        Tensor.mean_backward: _rule_mean,
+        Tensor.max_backward: _rule_max,
+        Tensor.reshape_backward: _rule_reshape,
+        Tensor.transpose_backward: _rule_transpose,
+        Tensor.getitem_backward: _rule_index,
+        _index_add_backward: _rule_index_add,
+        Tensor.softmax_backward: _rule_softmax,
+        Tensor.log_softmax_backward: _rule_log_softmax,
+        cross_entropy_backward: _rule_cross_entropy,
+    }
+)
+
+
+def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None):
+    """d(output)/d(input) for every tensor of `inputs`, as a list of Tensors,
+    like `torch.autograd.grad`: no `.grad` is read or written.
+
+    `output` is a one-element tensor (a loss), or any tensor together with
+    `grad_output`, the seed d(root)/d(output) of its shape (then the result
+    is a vector-Jacobian product).  `inputs` is a Tensor or a sequence of
+    them.  An input the output does not depend on gets zeros (where PyTorch
+    needs `allow_unused=True, materialize_grads=True`).
+
+    create_graph=False: the array rules of `backward` run; the gradients are
+    new leaves.  create_graph=True: the rules on Tensors run, every step is
+    recorded, and each gradient is a tensor with a graph back to the inputs:
+    `grad` of it gives second derivatives.
+    """
+    output = _tensor("grad", output, "output")
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    for t in inputs:
+        _tensor("grad", t, "every item of inputs")
+    if not isinstance(create_graph, (bool, np.bool_)):
+        raise TypeError(
+            f"grad: create_graph must be True or False, got {create_graph!r}"
+        )
+    if not output.requires_grad:
+        raise RuntimeError(
+            "grad: the output does not require a gradient (none of the "
+            "tensors it was computed from has requires_grad=True)"
+        )
+    if grad_output is None:
+        if output.size != 1:
+            raise RuntimeError(
+                f"grad: the output has shape {output.shape}, not a single "
+                "number; pass grad_output= (an array of that shape) or "
+                "reduce it first"
+            )
+        seed = np.ones_like(output.data)
+    else:
+        seed = _as_real_array("grad", "grad_output", grad_output)
+        seed = seed.astype(output.dtype, copy=False)
+        if seed.shape != output.shape:
+            raise ValueError(
+                f"grad: grad_output has shape {seed.shape} but the output has "
+                f"shape {output.shape}; they must be equal"
+            )
+    order = topological_order(output)
+    # only nodes on a path to one of the inputs need a gradient
+    wanted = {id(t) for t in inputs}
+    leads = set()
+    for node in order:  # children come before their parents
+        if id(node) in wanted or any(id(c) in leads for c in node._children):
+            leads.add(id(node))
+    grads = {id(output): Tensor(seed) if create_graph else seed}
+    with _ieee():
+        for node in reversed(order):
+            g = grads.get(id(node))
+            if g is None or not node._children or id(node) not in leads:
+                continue
+            if node._versions[0] != _WRITES[0]:
+                _check_versions(node)
+            needs = tuple(
+                c.requires_grad and id(c) in leads for c in node._children
+            )
+            if create_graph:
+                rule = _TENSOR_RULES.get(node._backward)
+                if rule is None:
+                    raise NotImplementedError(
+                        f"grad(create_graph=True): the operation {node._op!r} "
+                        "has no backward rule written with Tensor operations, "
+                        "so its gradient cannot be differentiated again; use "
+                        "create_graph=False or add a rule to _TENSOR_RULES"
+                    )
+                parts = rule(g, node, needs)
+            else:
+                parts = node._backward(g, node._saved, needs)
+            for child, part, need in zip(node._children, parts, needs):
+                if not need:
+                    continue
+                if part.shape != child.shape:
+                    raise RuntimeError(
+                        f"grad: the backward of {node._op} made a gradient of "
+                        f"shape {part.shape} for an input of shape {child.shape}"
+                    )
+                old = grads.get(id(child))
+                grads[id(child)] = part if old is None else old + part
+    result = []
+    for t in inputs:
+        g = grads.get(id(t))
+        if g is None:
+            g = np.zeros(t.shape, dtype=t.dtype)
+        if isinstance(g, Tensor):
+            result.append(g)
+        else:
+            result.append(Tensor(np.array(g, dtype=t.dtype)))
+    return result

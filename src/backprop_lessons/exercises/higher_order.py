@@ -1,0 +1,146 @@
+"""Checks for the exercises of "Derivatives of derivatives and function
+transforms" (chapter 11).
+
+    check_hvp(hvp)                          H v by reverse over reverse
+    check_clipped_mean_gradient(fn)         DP-SGD's clipped gradient, vmap
+
+`check_hvp` judges on the Tensor engine (its reference is finite differences
+of the gradient, and the engine's own double backward); the second check
+runs on PyTorch and compares with a Python loop over the examples.  Each
+check prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor, cross_entropy, grad
+from .checking import NotYet, Verdict, attempt, close, run_check
+
+__all__ = ["check_hvp", "check_clipped_mean_gradient", "tiny_mlp_loss"]
+
+
+def tiny_mlp_loss(params, X, y):
+    """Mean cross-entropy of a one-hidden-layer tanh MLP on the Tensor engine:
+    params = [W1 (D, H), b1 (H,), W2 (H, C), b2 (C,)] Tensors."""
+    W1, b1, W2, b2 = params
+    return cross_entropy((Tensor(X) @ W1 + b1).tanh() @ W2 + b2, y)
+
+
+def _problem(seed: int):
+    rng = np.random.default_rng(seed)
+    X, y = rng.standard_normal((6, 3)), rng.integers(0, 4, 6)
+    arrays = [
+        rng.standard_normal((3, 5)) / 2,
+        rng.standard_normal(5) / 4,
+        rng.standard_normal((5, 4)) / 2,
+        rng.standard_normal(4) / 4,
+    ]
+    vs = [rng.standard_normal(a.shape) for a in arrays]
+    return X, y, arrays, vs
+
+
+def _gradient(loss_fn, arrays):
+    params = [Tensor(a, requires_grad=True) for a in arrays]
+    return [g.data for g in grad(loss_fn(params), params)]
+
+
+def check_hvp(hvp, exercise: int = 1) -> Verdict:
+    """hvp(loss_fn, arrays, vs) -> a list of arrays H v (one per parameter),
+    with H the Hessian of loss_fn(params) at `arrays`; checked against
+    centered differences of the gradient along v."""
+
+    def check(hvp):
+        todo = "write hvp(loss_fn, arrays, vs) and run its cell"
+        X, y, arrays, vs = _problem(0)
+
+        def loss_fn(params):
+            return tiny_mlp_loss(params, X, y)
+
+        out = attempt(hvp, loss_fn, arrays, vs, todo=todo)
+        out = [o.data if isinstance(o, Tensor) else o for o in out]
+        if len(out) != len(arrays):
+            raise NotYet(f"return one array per parameter ({len(arrays)})")
+        eps = 1e-5
+        plus = _gradient(loss_fn, [a + eps * v for a, v in zip(arrays, vs)])
+        minus = _gradient(loss_fn, [a - eps * v for a, v in zip(arrays, vs)])
+        reference = [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+        g = _gradient(loss_fn, arrays)
+        if all(close(o, gi, 1e-9) for o, gi in zip(out, g)):
+            raise NotYet(
+                "that is the gradient itself: differentiate <gradient, v> "
+                "a second time (the first grad needs create_graph=True)"
+            )
+        for o, a in zip(out, arrays):
+            if np.shape(o) != a.shape:
+                raise NotYet(
+                    f"H v has each parameter's shape: got {np.shape(o)}, "
+                    f"expected {a.shape}"
+                )
+        if not all(close(o, r, 1e-6) for o, r in zip(out, reference)):
+            raise NotYet(
+                "H v differs from centered differences of the gradient along "
+                "v: take grad of sum_i (g_i * v_i).sum() with respect to "
+                "the same parameters"
+            )
+
+    return run_check(exercise, check, hvp)
+
+
+def check_clipped_mean_gradient(
+    clipped_mean_gradient, exercise: int = 2
+) -> Verdict:
+    """clipped_mean_gradient(loss_one, params, X, y, C) -> a dict name ->
+    tensor: the mean over the batch of each example's gradient, scaled so
+    that its norm (over all parameters together) is at most C (DP-SGD's
+    clipping, before the noise)."""
+    import torch  # this check runs on PyTorch
+
+    def check(fn):
+        todo = "write clipped_mean_gradient(...) and run its cell"
+        g = torch.Generator().manual_seed(0)
+        params = {
+            "w": torch.randn(3, 2, generator=g, dtype=torch.float64),
+            "b": torch.randn(2, generator=g, dtype=torch.float64),
+        }
+        X = torch.randn(8, 3, generator=g, dtype=torch.float64)
+        y = torch.randint(0, 2, (8,), generator=g)
+
+        def loss_one(p, x, t):
+            z = x @ p["w"] + p["b"]
+            return torch.nn.functional.cross_entropy(z[None], t[None])
+
+        C = 0.5
+        out = attempt(fn, loss_one, params, X, y, C, todo=todo)
+        if not isinstance(out, dict) or set(out) != set(params):
+            raise NotYet(f"return a dict with the keys {sorted(params)}")
+        total = {k: torch.zeros_like(v) for k, v in params.items()}
+        for i in range(len(X)):  # the loop vmap replaces
+            p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+            gs = torch.autograd.grad(loss_one(p, X[i], y[i]), list(p.values()))
+            norm = torch.sqrt(sum((gi**2).sum() for gi in gs))
+            scale = min(1.0, C / float(norm))
+            for k, gi in zip(p, gs):
+                total[k] += gi * scale / len(X)
+        plain = {k: torch.zeros_like(v) for k, v in params.items()}
+        for i in range(len(X)):
+            p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+            gs = torch.autograd.grad(loss_one(p, X[i], y[i]), list(p.values()))
+            for k, gi in zip(p, gs):
+                plain[k] += gi / len(X)
+        ours = {
+            k: np.asarray(torch.as_tensor(v).detach()) for k, v in out.items()
+        }
+        if all(close(ours[k], plain[k].numpy(), 1e-10) for k in params):
+            raise NotYet(
+                "that is the plain mean gradient: scale each example's "
+                "gradient by min(1, C / its norm) before averaging"
+            )
+        if not all(close(ours[k], total[k].numpy(), 1e-10) for k in params):
+            raise NotYet(
+                "the clipped mean differs from a loop over the examples: the "
+                "norm of an example's gradient is over all parameters "
+                "together, sqrt(sum_k |g_k|^2)"
+            )
+
+    return run_check(exercise, check, clipped_mean_gradient)
