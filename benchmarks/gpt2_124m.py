@@ -359,7 +359,7 @@ def layer_profile(step) -> dict:
 def flops(config, B: int, T: int) -> dict:
     """Model FLOPs of one step (6N + attention): in all, in the matmul layers
     and in attention's products."""
-    from backprop_lessons import backward_cost
+    from backprop_lessons.scale import backward_cost
 
     total = backward_cost.gpt_flops_formula(config, B, T)["total"]
     matmul_layers = 6 * B * T * backward_cost.gpt_matmul_parameters(config)

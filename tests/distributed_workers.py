@@ -1,4 +1,4 @@
-"""Functions the tests run on worker processes of `backprop_lessons.distributed`.
+"""Functions the tests run on worker processes of `scale.distributed`.
 
 `run_workers` starts each rank as a fresh interpreter that imports the
 function by module and name, so a test's rank function must live in an

@@ -1,5 +1,5 @@
 """FLOP counts, saved-tensor bytes, checkpointing and gradient buckets
-(backprop_lessons.backward_cost)."""
+(backprop_lessons.scale.backward_cost)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from backprop_lessons import backward_cost as S
 from backprop_lessons.gpt import GPTConfig, init_params
 from backprop_lessons.gpt.reference import torch_gpt_loss
+from backprop_lessons.scale import backward_cost as S
 
 CONFIG = GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=16)
 

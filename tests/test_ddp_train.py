@@ -1,5 +1,5 @@
-"""`python -m backprop_lessons.ddp_train`, run every way it can be run, all at
-once.
+"""`python -m backprop_lessons.scale.ddp_train`, run every way it can be run,
+all at once.
 
 Each way starts fresh interpreters that import torch (seconds each, on 2
 shared cores), so one module fixture starts every run concurrently in the
@@ -37,9 +37,10 @@ import psutil
 import pytest
 import torch
 
-from backprop_lessons import ddp_train as T
 from backprop_lessons.data.corpus import CharVocab, load_corpus
 from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
+from backprop_lessons.scale import ddp_train as T
+from backprop_lessons.scale import harness as H
 
 STEPS = 6
 CRASH_AFTER = 3
@@ -54,7 +55,9 @@ COMMON = [
     "30",
 ]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-PROGRAM = ["-m", "backprop_lessons.ddp_train"]
+PROGRAM = ["-m", H.DDP_TRAIN]
+# the program with --crash-rank and --crash-after-step (test support)
+HARNESS = ["-m", H.HARNESS]
 RUN_LIMIT = 240.0  # seconds: a run still going after this counts as hung
 MARKER = "BACKPROP_LESSONS_TEST_RUN"
 FINAL = re.compile(r"final loss: (\S+)")
@@ -141,11 +144,11 @@ class Launcher:
             self.running[name] = (proc, time.monotonic())
 
     def start_launch(self, name: str, args: list[str]) -> None:
-        """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
+        """Run `harness.launch(args)` (the notebooks' way) in a thread."""
 
         def call():
             started = time.monotonic()
-            run = T.launch(args, timeout=RUN_LIMIT, env=self.env())
+            run = H.launch(args, timeout=RUN_LIMIT, env=self.env())
             self.launched[name] = Finished(
                 name,
                 run.returncode,
@@ -227,11 +230,11 @@ class Launcher:
             proc.wait()
 
 
-def _torchrun_standalone(*args: str) -> list[str]:
+def _torchrun_standalone(*args: str, program=PROGRAM) -> list[str]:
     return (
         TORCHRUN
         + ["--standalone", "--nproc-per-node", "2"]
-        + PROGRAM
+        + program
         + COMMON
         + list(args)
     )
@@ -265,6 +268,7 @@ def _start_every_run(runs: Launcher) -> None:
             "1",
             "--crash-after-step",
             str(CRASH_AFTER),
+            program=HARNESS,
         ),
     )
     # what the crash left, listed (and when it ended, noted) before the
@@ -286,7 +290,7 @@ def _start_every_run(runs: Launcher) -> None:
         + ["--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
         before=note_crash,
     )
-    # alone, through ddp_train.launch as the chapter runs it
+    # alone, through harness.launch as the chapter runs it
     runs.start_launch("alone", COMMON)
     runs.start("torchrun", _torchrun_standalone())
     # The test hosts the two nodes' rendezvous store, on a port the OS picks
@@ -431,7 +435,7 @@ def test_command_line_checks():
     with pytest.raises(SystemExit):
         T.parse_args(["--resume"])
     with pytest.raises(SystemExit):
-        T.parse_args(["--crash-rank", "1"])
+        H.main(["--crash-rank", "1"])
     args = T.parse_args(["--fsdp", "--accumulate", "2"])
     assert args.fsdp and args.accumulate == 2 and args.threads == 1
 
@@ -479,10 +483,10 @@ def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
 
 
 def test_finished_reads_the_last_line_and_the_root_cause():
-    run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
+    run = H.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
     assert run.final_loss == 3.25 and run.root_cause() is None
-    failed = T.Finished(
-        ("python", "-m", "backprop_lessons.ddp_train"),
+    failed = H.Finished(
+        ("python", "-m", "backprop_lessons.scale.ddp_train"),
         1,
         "",
         "ValueError: TrainOptions: steps must be ...",
@@ -490,7 +494,7 @@ def test_finished_reads_the_last_line_and_the_root_cause():
     with pytest.raises(
         RuntimeError,
         match=r"ddp_train: python -m "
-        r"backprop_lessons.ddp_train ended with exit code 1 "
+        r"backprop_lessons.scale.ddp_train ended with exit code 1 "
         r"and no final loss(.|\n)*steps must be",
     ):
         _ = failed.final_loss
@@ -505,9 +509,9 @@ Root Cause (first observed failure):
   exitcode  : -9 (pid: 17281)  (SIGKILL)
   traceback : Signal 9 (SIGKILL) received by PID 17281
 """
-    failed = T.Finished(("torchrun",), 1, "", report)
+    failed = H.Finished(("torchrun",), 1, "", report)
     assert failed.root_cause() == {"rank": 1, "exitcode": -9, "signal": "SIGKILL"}
-    exited = T.Finished(
+    exited = H.Finished(
         ("torchrun",),
         1,
         "",
@@ -590,7 +594,7 @@ def test_a_dying_worker_stops_the_run_and_is_named(runs):
     assert crash.returncode != 0, crash.describe()
     assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
     assert crash.final_loss() is None
-    report = T.Finished(
+    report = H.Finished(
         ("torchrun",), crash.returncode, crash.stdout, crash.stderr
     )
     assert report.root_cause() == {

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from backprop_lessons import distributed as D
 from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_params
+from backprop_lessons.scale import distributed as D
 from distributed_workers import fail_on_rank
 
 CONFIG = GPTConfig(vocab_size=11, block_size=6, n_layer=2, n_head=2, n_embd=8)
@@ -84,7 +84,7 @@ def test_gpt_data_parallel_equals_single_process(launch):
 
 
 def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
-    from backprop_lessons.backward_cost import (
+    from backprop_lessons.scale.backward_cost import (
         assign_buckets,
         gradient_ready_order,
     )

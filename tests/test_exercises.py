@@ -603,7 +603,7 @@ def combine(grads, sizes):
 def rank_times_accumulation(model, x, y, ranks, micro, divide_micro=True):
     import torch
 
-    from backprop_lessons import distributed
+    from backprop_lessons.scale import distributed
 
     total = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
     for r in range(ranks):

@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "backprop_lessons"
 
 # The engines and the helpers they share; everything else (gradcheck, debug,
-# distributed, gpt/reference, viz, widgets, exercises, ...) compares with or
+# scale, gpt/reference, viz, widgets, exercises, ...) compares with or
 # runs on PyTorch, or draws.
 ENGINES = [
     "scalar.py",
@@ -49,7 +49,7 @@ FORBIDDEN = {
     "IPython",
 }
 # the package's own modules that draw, make widgets or run on PyTorch
-FORBIDDEN_OWN = {"viz", "widgets", "reference", "debug", "distributed", "traced"}
+FORBIDDEN_OWN = {"viz", "widgets", "reference", "debug", "scale", "traced"}
 
 
 def imported_names(source: str) -> set[str]:

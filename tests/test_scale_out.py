@@ -12,14 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backprop_lessons import distributed as D
-from backprop_lessons import scale_out as S
-from backprop_lessons.ddp_train import (
-    TINY_CONFIG,
-    TrainOptions,
-    corpus_tokens,
-    step_batch,
-)
 from backprop_lessons.gpt import (
     PARAMETER_TABLE,
     gpt_backward,
@@ -27,6 +19,14 @@ from backprop_lessons.gpt import (
     init_params,
 )
 from backprop_lessons.gpt.model import num_parameters
+from backprop_lessons.scale import distributed as D
+from backprop_lessons.scale import scale_out as S
+from backprop_lessons.scale.ddp_train import (
+    TINY_CONFIG,
+    TrainOptions,
+    corpus_tokens,
+    step_batch,
+)
 
 CONFIG = TINY_CONFIG
 CAP_MB = 0.01  # about 10 kB: several buckets even for the tiny model

@@ -18,12 +18,12 @@ Measuring, comparing, showing:
     jacobian_chain  forward vs reverse mode as orders of one matrix product
     traced          PyTorch's own backward graph of a function, as text
     debug           PyTorch gradient-flow tables, backward hooks, memory
-    backward_cost   FLOP counts, saved-activation bytes, gradient buckets
-    distributed     worker processes on torch.distributed (gloo)
-    ddp_train       `python -m backprop_lessons.ddp_train`: the GPT trained with
-                    DDP or FSDP, alone or under torchrun; DCP checkpoints
-    scale_out       DDP/FSDP measured: broadcast, no_sync, bytes per rank,
-                    speed-up, overlap of communication and backward
+    scale           chapter 8's and 9's PyTorch machinery: backward_cost
+                    (FLOPs, saved bytes, buckets), distributed (worker
+                    processes), ddp_train (`python -m
+                    backprop_lessons.scale.ddp_train`: DDP or FSDP under
+                    torchrun), scale_out (DDP/FSDP measured), harness
+                    (ddp_train's test support)
     timing          best_time: the one timing helper of the chapters
     exercises       the chapters' exercise checks (explicit arguments)
     viz             graphviz drawings of computation graphs

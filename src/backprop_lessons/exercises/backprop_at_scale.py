@@ -24,7 +24,7 @@ def check_predicted_flops(predicted_flops, exercise: int = 1) -> Verdict:
     tanh MLP on inputs that need no gradient, against the counted ones."""
     import torch
 
-    from ..backward_cost import count_flops
+    from ..scale.backward_cost import count_flops
 
     def check(predicted_flops):
         todo = "write predicted_flops(sizes, batch) and run its cell"
@@ -82,7 +82,7 @@ def check_rank_accumulation(
 ) -> Verdict:
     """rank_times_accumulation(model, x, y, ranks, micro) -> {name: gradient}
     equal to the full batch's, for 2 ranks of 2 micro-batches each."""
-    from ..distributed import full_batch_gradients, make_mlp
+    from ..scale.distributed import full_batch_gradients, make_mlp
 
     def check(rank_times_accumulation):
         todo = "write rank_times_accumulation(...) and run its cell"

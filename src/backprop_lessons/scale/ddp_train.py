@@ -5,11 +5,11 @@ The model is the PyTorch twin of chapter 6's GPT (`gpt.reference`), its
 blocks made `torch.nn.Module`s so that DDP's gradient buckets and FSDP's
 shards follow the blocks.  One program, several ways of running it:
 
-    python -m backprop_lessons.ddp_train              # alone: world size 1
-    torchrun --standalone --nproc-per-node 2 -m backprop_lessons.ddp_train
+    python -m backprop_lessons.scale.ddp_train        # alone: world size 1
+    torchrun --standalone --nproc-per-node 2 -m backprop_lessons.scale.ddp_train
     torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\
         --rdzv-endpoint 127.0.0.1:29400 --rdzv-id book \\
-        -m backprop_lessons.ddp_train        # twice: two "machines"
+        -m backprop_lessons.scale.ddp_train  # twice: two "machines"
 
 In the last form each torchrun is one node (on real machines, one per
 machine, all naming the first machine's address as the endpoint); they meet
@@ -40,9 +40,9 @@ Backends: gloo on CPU (here, 127.0.0.1); NCCL with one GPU per process when
 CUDA is present (`--device auto`, the default, picks it; written for it, not
 run on this project's CPU machines).  A rank that dies ends the run: its
 peers' next collective fails (or times out after `--timeout` seconds), and
-torchrun stops the other workers and reports the failed rank.  For the
-chapter and the tests, `--crash-rank R --crash-after-step K` makes rank R
-kill itself with SIGKILL after step K, as a failing machine would.
+torchrun stops the other workers and reports the failed rank.  Running it
+from a notebook or a test, and making a rank die on purpose, is test
+support: `scale.harness` (`launch`, `--crash-rank R --crash-after-step K`).
 
 What it is not: fast, or a general trainer (no learning-rate schedule, no
 gradient clipping, no mixed precision).  References: PyTorch's DDP and
@@ -57,10 +57,9 @@ import contextlib
 import datetime
 import json
 import os
-import re
-import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -68,11 +67,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .data.corpus import CharVocab, load_corpus
+from ..data.corpus import CharVocab, load_corpus
+from ..gpt.model import PARAMETER_TABLE, GPTConfig, init_params
+from ..gpt.reference import torch_gpt_block, torch_gpt_loss
+from ..gpt.train import DECAYED, get_batch
 from .distributed import shard
-from .gpt.model import PARAMETER_TABLE, GPTConfig, init_params
-from .gpt.reference import torch_gpt_block, torch_gpt_loss
-from .gpt.train import DECAYED, get_batch
 
 __all__ = [
     "TINY_CONFIG",
@@ -99,8 +98,6 @@ __all__ = [
     "pick_device",
     "start_process_group",
     "train",
-    "Finished",
-    "launch",
     "parse_args",
     "main",
 ]
@@ -560,22 +557,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("h") else "s")
 
 
-# How long a rank whose collective failed waits before it raises.  torchrun
-# names as root cause the failure with the earliest timestamp, in whole
-# seconds: a SIGKILLed worker's is the moment the launcher's poll (every
-# 0.1 s) sees it gone, a raising worker's the moment it raises.  On a busy
-# machine a survivor could raise within the same second, before the poll,
-# and be named instead of the rank that died.  While it waits, the launcher
-# sees the dead rank and stops this one (SIGTERM).
-FIRST_FAILURE_GRACE_S = 2.0
-
-
-def _let_the_launcher_see_the_first_failure() -> None:
-    """Wait FIRST_FAILURE_GRACE_S when torchrun watches this process."""
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        time.sleep(FIRST_FAILURE_GRACE_S)
-
-
 def _say(env: Environment, message: str) -> None:
     if env.rank == 0:
         print(message, flush=True)
@@ -587,13 +568,12 @@ def train(
     device: torch.device,
     checkpoint_dir: Path | None = None,
     resume: bool = False,
-    crash: tuple[int, int] | None = None,
+    after_step: Callable[[int, int], None] | None = None,
 ) -> float:
     """Train in an initialized process group; return the final loss.
 
-    Every rank runs this.  `crash = (rank, step)`: that rank kills itself
-    with SIGKILL after that step (and its checkpoint), to show what a dying
-    worker does to the others.
+    Every rank runs this.  `after_step(rank, step)` runs after every step
+    and its checkpoint (`scale.harness` kills a rank there, on purpose).
     """
     world, rank = env.world_size, env.rank
     per_micro = options.check_world(world)
@@ -633,7 +613,6 @@ def train(
         except RuntimeError as e:
             if world == 1:
                 raise
-            _let_the_launcher_see_the_first_failure()
             raise RuntimeError(
                 f"ddp_train: rank {rank} of {world} failed in step "
                 f"{step + 1}: {str(e).splitlines()[0]}\nIf a connection "
@@ -648,114 +627,9 @@ def train(
         )
         if checkpoint_dir is not None:
             save_checkpoint(checkpoint_dir, step + 1, model, optimizer, options)
-        if crash is not None and crash == (rank, step + 1):
-            print(
-                f"rank {rank}: crashing on purpose after step {step + 1} "
-                f"(SIGKILL)",
-                flush=True,
-            )
-            os.kill(os.getpid(), signal.SIGKILL)
+        if after_step is not None:
+            after_step(rank, step + 1)
     return evaluate(model, *eval_batch(data, options), device)
-
-
-# ---------------------------------------------------------------------------
-# Running the program from Python (a notebook)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A finished run of the program: its command, exit code and output."""
-
-    command: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def final_loss(self) -> float:
-        """The float rank 0 printed last; a clear error if the run failed."""
-        lines = self.stdout.strip().splitlines()
-        if (
-            self.returncode
-            or not lines
-            or not lines[-1].startswith("final loss: ")
-        ):
-            raise RuntimeError(
-                f"ddp_train: {' '.join(self.command)} ended with exit code "
-                f"{self.returncode} and no final loss; its stderr ends:\n"
-                f"{self.stderr[-2000:]}"
-            )
-        return float(lines[-1].removeprefix("final loss: "))
-
-    def root_cause(self) -> dict | None:
-        """The failure torchrun observed first, from the "Root Cause" block
-        of its report: {"rank", "exitcode", "signal" (a name, or None)};
-        None if the report has no such block."""
-        _, found, block = self.stderr.rpartition("Root Cause")
-        rank = re.search(r"^\s*rank\s*: (\d+)", block, re.M)
-        code = re.search(
-            r"^\s*exitcode\s*: (-?\d+).*?(\((SIG\w+)\))?$", block, re.M
-        )
-        if not found or not rank or not code:
-            return None
-        return {
-            "rank": int(rank.group(1)),
-            "exitcode": int(code.group(1)),
-            "signal": code.group(3),
-        }
-
-
-def launch(
-    args=(),
-    nproc_per_node: int = 1,
-    timeout: float = 300.0,
-    env: dict[str, str] | None = None,
-) -> Finished:
-    """Run `python -m backprop_lessons.ddp_train ARGS` as a reader would type
-    it: alone when `nproc_per_node` is 1, else under `torchrun --standalone
-    --nproc-per-node N`; wait for it and return its output.
-
-    One thread per process (OMP_NUM_THREADS=1); `env` adds environment
-    variables.  After `timeout` seconds the run is stopped (torchrun passes
-    SIGTERM on to its workers, then SIGKILL) and a TimeoutError is raised.
-    """
-    import subprocess
-
-    program = ["-m", "backprop_lessons.ddp_train", *map(str, args)]
-    if nproc_per_node == 1:
-        command = [sys.executable, *program]
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            str(nproc_per_node),
-            *program,
-        ]
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-        raise TimeoutError(
-            f"ddp_train: {' '.join(command)} did not finish within {timeout} s"
-        ) from None
-    return Finished(tuple(command), proc.returncode, stdout, stderr)
 
 
 # ---------------------------------------------------------------------------
@@ -765,7 +639,7 @@ def launch(
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m backprop_lessons.ddp_train",
+        prog="python -m backprop_lessons.scale.ddp_train",
         description="Train the book's GPT data-parallel (DDP or FSDP2) "
         "alone or under torchrun.",
     )
@@ -813,22 +687,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=60.0,
         help="seconds a collective waits for the others",
     )
-    p.add_argument(
-        "--crash-rank",
-        type=int,
-        default=None,
-        help="with --crash-after-step: this rank SIGKILLs itself",
-    )
-    p.add_argument("--crash-after-step", type=int, default=None)
     args = p.parse_args(argv)
     if args.resume and args.checkpoint_dir is None:
         p.error("--resume needs --checkpoint-dir")
-    if (args.crash_rank is None) != (args.crash_after_step is None):
-        p.error("--crash-rank and --crash-after-step go together")
     return args
 
 
-def main(argv=None) -> int:
+def main(argv=None, after_step=None) -> int:
+    """The program: parse argv, join the group, train, print the final loss.
+    `after_step` as in `train`."""
     args = parse_args(argv)
     options = TrainOptions(
         steps=args.steps,
@@ -843,14 +710,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     device = pick_device(args.device, env)
     start_process_group(env, device, args.timeout)
-    crash = (
-        None
-        if args.crash_rank is None
-        else (args.crash_rank, args.crash_after_step)
-    )
     try:
         final = train(
-            options, env, device, args.checkpoint_dir, args.resume, crash
+            options, env, device, args.checkpoint_dir, args.resume, after_step
         )
         _say(env, f"final loss: {final!r}")
     finally:

@@ -50,6 +50,7 @@ import torch.distributed as dist
 __all__ = [
     "WorkerError",
     "run_workers",
+    "worker_main",
     "to_numpy",
     "shard",
     "make_mlp",
@@ -72,6 +73,14 @@ _WORKER_ENV = {
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
 }
+
+
+# How long the workers may take to start (a fresh interpreter each, that
+# imports torch) before `run_workers` gives up.  Generous on purpose: on a
+# 2-core machine kept busy by other programs, two workers took 30 to 60 s to
+# start; `timeout` counts only from the moment they are all up.
+STARTUP_LIMIT_S = 300.0
+ALL_UP = "backprop_lessons: all ranks up"  # the store key that says so
 
 
 class WorkerError(RuntimeError):
@@ -101,7 +110,7 @@ def to_numpy(obj: Any) -> Any:
     return obj
 
 
-def _worker_main(
+def worker_main(
     rank: int,
     world_size: int,
     port: int,
@@ -110,14 +119,19 @@ def _worker_main(
     args: tuple,
     results,
 ) -> None:
-    """Body of every worker process: join the group through the launcher's
-    store at `port`, run `fn`, send back ("ok" | "error", rank, payload)."""
+    """Body of every worker process: say it is up, join the group through
+    the launcher's store at `port`, run `fn`, send back ("ok" | "error",
+    rank, payload)."""
+    results.put(("up", rank, None))  # torch imported: `timeout` starts now
     torch.set_num_threads(1)
     # for worker_info
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = HOST, str(port)
     try:
         wait = datetime.timedelta(seconds=timeout)
         store = dist.TCPStore(HOST, port, is_master=False, timeout=wait)
+        # the launcher's word that every rank has started: `timeout` counts
+        # from here (starting, each rank imports torch: slow on a busy machine)
+        store.wait([ALL_UP], datetime.timedelta(seconds=STARTUP_LIMIT_S))
         dist.init_process_group(
             BACKEND, store=store, rank=rank, world_size=world_size, timeout=wait
         )
@@ -167,9 +181,10 @@ def run_workers(
     into a NumPy array.  `fn` and `args` are pickled, so `fn` must be a
     module-level function of an importable module.  Raises `WorkerError`
     (naming the rank, with its traceback) if a rank raises or dies, and
-    `TimeoutError` if the ranks have not all answered after `timeout`
-    seconds.  In every case all processes are ended and joined before this
-    returns.
+    `TimeoutError` if the ranks have not all answered `timeout` seconds
+    after they were all up (started, torch imported), or were not all up
+    after STARTUP_LIMIT_S.  In every case all processes are ended and
+    joined before this returns.
     """
     if (
         not isinstance(world_size, int)
@@ -210,7 +225,7 @@ def run_workers(
     port = store.port
     processes = [
         ctx.Process(
-            target=_worker_main,
+            target=worker_main,
             name=f"backprop-lessons rank {rank}",
             args=(rank, world_size, port, timeout, fn, args, results),
             daemon=True,
@@ -223,9 +238,16 @@ def run_workers(
         with _environment(**_WORKER_ENV):
             for p in processes:
                 p.start()
-        deadline = time.monotonic() + timeout
+        up: set[int] = set()
+        deadline = time.monotonic() + STARTUP_LIMIT_S
         while len(answers) < world_size:
             remaining = deadline - time.monotonic()
+            if remaining <= 0 and len(up) < world_size:
+                missing = [r for r in range(world_size) if r not in up]
+                raise TimeoutError(
+                    f"run_workers: ranks {missing} of {world_size} did not "
+                    f"start within {STARTUP_LIMIT_S} s"
+                )
             if remaining <= 0:
                 missing = [r for r in range(world_size) if r not in answers]
                 raise TimeoutError(
@@ -256,6 +278,12 @@ def run_workers(
                         f"{_function_name(fn)}",
                         rank,
                     ) from None
+            if kind == "up":
+                up.add(rank)
+                if len(up) == world_size:  # the time limit starts now
+                    store.set(ALL_UP, "1")
+                    deadline = time.monotonic() + timeout
+                continue
             if kind == "error":
                 raise WorkerError(
                     f"run_workers: rank {rank} of {world_size} raised in "
@@ -402,7 +430,7 @@ def gpt_data_parallel_gradients(
 
     Returns {"loss": mean loss over the whole batch, "grads": {name: gradient}}.
     """
-    from .gpt import gpt_backward, gpt_forward
+    from ..gpt import gpt_backward, gpt_forward
 
     loss, cache = gpt_forward(
         params,

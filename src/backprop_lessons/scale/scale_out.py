@@ -3,7 +3,7 @@ experiments.
 
 A comparison module, like `distributed` and `backward_cost`: it imports torch
 and no engine imports it.  The model is `ddp_train.GPTModule`, the PyTorch twin of
-the chapter 6 GPT that `python -m backprop_lessons.ddp_train` trains.
+the chapter 6 GPT that `python -m backprop_lessons.scale.ddp_train` trains.
 
 Functions the ranks run (start them with `distributed.run_workers`, several
 in one launch with `distributed.run_tasks`):
@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..gpt.model import GPTConfig, parameter_shapes
 from .backward_cost import count_flops, gpt_flops_formula
 from .ddp_train import (
     TrainOptions,
@@ -59,7 +60,6 @@ from .ddp_train import (
     wrap_ddp,
     wrap_fsdp,
 )
-from .gpt.model import GPTConfig, parameter_shapes
 
 __all__ = [
     "ddp_construction_broadcast",

@@ -40,9 +40,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
-from .gpt.model import GPTConfig
-from .gpt.reference import torch_gpt_block, torch_gpt_loss
-from .numerics import instance_of, positive_int
+from ..gpt.model import GPTConfig
+from ..gpt.reference import torch_gpt_block, torch_gpt_loss
+from ..numerics import instance_of, positive_int
 
 __all__ = [
     "count_flops",
