@@ -14,6 +14,7 @@ One module per chapter topic (stable names, not chapter numbers):
     backprop_at_scale    backprop at scale
     gpt2_full_size       GPT-2 at its real size
     higher_order         derivatives of derivatives, function transforms
+    model_parallel       the backward of model parallelism
 
 Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
 yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;

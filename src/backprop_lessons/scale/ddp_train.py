@@ -136,9 +136,22 @@ class TrainOptions:
     lr: float = 3e-3
     weight_decay: float = 0.1  # decoupled, on the names in DECAYED
     config: GPTConfig = TINY_CONFIG
+    # model parallelism (chapter 12): every rank a tensor-parallel slice, or
+    # a pipeline stage with its schedule and micro-batches
+    tensor_parallel: int = 1
+    pipeline: int = 1
+    schedule: str = "1f1b"
+    micro_batches: int = 4
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "accumulate"):
+        for name in (
+            "steps",
+            "batch_size",
+            "accumulate",
+            "tensor_parallel",
+            "pipeline",
+            "micro_batches",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(
@@ -149,10 +162,39 @@ class TrainOptions:
                 f"TrainOptions: dtype must be 'float32' or "
                 f"'float64', got {self.dtype!r}"
             )
+        if self.schedule not in ("gpipe", "1f1b"):
+            raise ValueError(
+                f"TrainOptions: schedule must be 'gpipe' or '1f1b', got "
+                f"{self.schedule!r}"
+            )
+        if self.tensor_parallel > 1 and self.pipeline > 1:
+            raise ValueError(
+                "TrainOptions: --tensor-parallel and --pipeline do not combine "
+                "in this trainer; use one of them"
+            )
+        if self.model_parallel and self.fsdp:
+            raise ValueError(
+                "TrainOptions: --fsdp is data parallelism; it does not combine "
+                "with --tensor-parallel or --pipeline here"
+            )
+        if self.pipeline > 1 and self.accumulate > 1:
+            raise ValueError(
+                "TrainOptions: under --pipeline the micro-batches are the "
+                "pipeline's (--micro-batches); leave --accumulate at 1"
+            )
+
+    @property
+    def model_parallel(self) -> int:
+        """Ranks one model is split over (1: data parallelism)."""
+        return max(self.tensor_parallel, self.pipeline)
 
     def check_world(self, world_size: int) -> int:
         """Sequences per micro-batch; refuse a batch that does not split
-        evenly over world_size ranks x accumulate micro-batches."""
+        evenly over world_size ranks x accumulate micro-batches.  Under
+        model parallelism the world must be exactly the ranks one model is
+        split over (every rank sees the whole batch)."""
+        if self.model_parallel > 1:
+            return self._check_model_parallel(world_size)
         parts = world_size * self.accumulate
         if self.batch_size % parts:
             raise ValueError(
@@ -161,6 +203,28 @@ class TrainOptions:
                 f"micro-batches; use a batch size divisible by {parts} "
                 f"(equal micro-batches make the mean of their mean losses "
                 f"the mean loss of the batch)"
+            )
+        return self.batch_size // parts
+
+    def _check_model_parallel(self, world_size: int) -> int:
+        how = (
+            f"--tensor-parallel {self.tensor_parallel}"
+            if self.tensor_parallel > 1
+            else f"--pipeline {self.pipeline}"
+        )
+        if world_size != self.model_parallel:
+            raise ValueError(
+                f"ddp_train: {how} needs exactly {self.model_parallel} "
+                f"processes (torchrun --nproc-per-node {self.model_parallel}), "
+                f"got a world of {world_size}; this trainer does not combine "
+                f"model and data parallelism"
+            )
+        parts = self.micro_batches if self.pipeline > 1 else self.accumulate
+        if self.batch_size % parts:
+            raise ValueError(
+                f"ddp_train: a global batch of {self.batch_size} sequences "
+                f"does not split into {parts} equal micro-batches; use a "
+                f"batch size divisible by {parts}"
             )
         return self.batch_size // parts
 
@@ -476,7 +540,7 @@ def _options_record(options: TrainOptions) -> dict:
     """The options that must match for a resume (not `steps`, not `fsdp`,
     not `accumulate`: those do not change the sums)."""
     record = asdict(options)
-    for free in ("steps", "fsdp", "accumulate"):
+    for free in ("steps", "fsdp", "accumulate", "schedule", "micro_batches"):
         record.pop(free)
     record["config"] = dict(record["config"])
     return record
@@ -576,6 +640,14 @@ def train(
     and its checkpoint (`scale.harness` kills a rank there, on purpose).
     """
     world, rank = env.world_size, env.rank
+    if options.model_parallel > 1:
+        if checkpoint_dir is not None or resume:
+            raise ValueError(
+                "ddp_train: --checkpoint-dir and --resume are for data "
+                "parallelism; --tensor-parallel and --pipeline do not save "
+                "checkpoints"
+            )
+        return train_model_parallel(options, env, device, after_step)
     per_micro = options.check_world(world)
     data = corpus_tokens()
     model = make_model(options.config, options.seed, options.dtype, device)
@@ -632,6 +704,66 @@ def train(
     return evaluate(model, *eval_batch(data, options), device)
 
 
+def train_model_parallel(
+    options: TrainOptions,
+    env: Environment,
+    device: torch.device,
+    after_step: Callable[[int, int], None] | None = None,
+) -> float:
+    """`train` with the model split over the ranks (chapter 12): every rank
+    a tensor-parallel slice (`--tensor-parallel N`) or a pipeline stage
+    (`--pipeline N`), all on the same global batches; returns the final
+    loss."""
+    from . import model_parallel_train as mp
+
+    world, rank = env.world_size, env.rank
+    if device.type != "cpu":
+        raise ValueError(
+            "ddp_train: --tensor-parallel and --pipeline run on CPU (gloo) "
+            "here; use --device cpu"
+        )
+    per_micro = options.check_world(world)
+    data = corpus_tokens()
+    kind = (
+        mp.TensorParallelRunner
+        if options.tensor_parallel > 1
+        else mp.PipelineRunner
+    )
+    runner = kind(options, rank, world)
+    _say(
+        env,
+        f"ddp_train: {runner.description}, world size {world} "
+        f"({dist.get_backend()} on {device.type}), {options.dtype}, "
+        f"global batch {options.batch_size} = "
+        f"{_count(options.batch_size // per_micro, 'micro-batch')} x "
+        f"{_count(per_micro, 'sequence')} of "
+        f"{options.config.block_size} tokens",
+    )
+    for step in range(options.steps):
+        x, y = step_batch(data, options, step)
+        t0 = time.perf_counter()
+        try:
+            loss = runner.step(x, y)
+        except RuntimeError as e:
+            if world == 1:
+                raise
+            raise RuntimeError(
+                f"ddp_train: rank {rank} of {world} failed in step "
+                f"{step + 1}: {str(e).splitlines()[0]}\nIf a connection "
+                f"was lost or a collective timed out, another rank stopped "
+                f"first; torchrun's report names it (Root Cause)."
+            ) from e
+        seconds = time.perf_counter() - t0
+        _say(
+            env,
+            f"step {step + 1:>4}/{options.steps}  train loss "
+            f"{loss:.6f}  ({seconds * 1e3:.0f} ms)",
+        )
+        if after_step is not None:
+            after_step(rank, step + 1)
+    return runner.evaluate(*eval_batch(data, options))
+
+
 # ---------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------
@@ -663,6 +795,32 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP"
     )
     p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument(
+        "--tensor-parallel",
+        type=int,
+        default=d.tensor_parallel,
+        metavar="N",
+        help="split every block over N ranks (Megatron; run N processes)",
+    )
+    p.add_argument(
+        "--pipeline",
+        type=int,
+        default=d.pipeline,
+        metavar="N",
+        help="cut the blocks into N stages, one per rank (run N processes)",
+    )
+    p.add_argument(
+        "--schedule",
+        choices=("gpipe", "1f1b"),
+        default=d.schedule,
+        help="pipeline schedule (default %(default)s)",
+    )
+    p.add_argument(
+        "--micro-batches",
+        type=int,
+        default=d.micro_batches,
+        help="pipeline micro-batches per step (default %(default)s)",
+    )
     p.add_argument(
         "--checkpoint-dir",
         type=Path,
@@ -705,6 +863,10 @@ def main(argv=None, after_step=None) -> int:
         accumulate=args.accumulate,
         fsdp=args.fsdp,
         lr=args.lr,
+        tensor_parallel=args.tensor_parallel,
+        pipeline=args.pipeline,
+        schedule=args.schedule,
+        micro_batches=args.micro_batches,
     )
     env = Environment.from_env()
     torch.set_num_threads(args.threads)

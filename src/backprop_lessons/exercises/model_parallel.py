@@ -1,0 +1,112 @@
+"""Checks for the exercises of "The backward of model parallelism" (chapter
+12).
+
+    check_all_gather_backward(all_gather_backward)
+    check_broadcast_backward(broadcast_backward)
+
+The reader writes a collective's backward on a simulated group: a list that
+holds every rank's array, rank r at index r (no processes needed).  The
+check compares it with the exact VJP and runs the dot-product test a VJP
+must pass, sum_r <y_r, w_r> = sum_r <x_r, backward(w)_r> for the forward
+y = collective(x).  Each check prints "Exercise N: ..." and returns a
+`Verdict` (see `checking`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .checking import NotYet, Verdict, attempt, close, run_check
+
+__all__ = [
+    "all_gather_forward",
+    "broadcast_forward",
+    "check_all_gather_backward",
+    "check_broadcast_backward",
+]
+
+
+def all_gather_forward(xs: list) -> list:
+    """Every rank gets the concatenation of all ranks' arrays (axis 0)."""
+    whole = np.concatenate(xs)
+    return [whole.copy() for _ in xs]
+
+
+def broadcast_forward(xs: list, src: int) -> list:
+    """Every rank gets rank src's array."""
+    return [xs[src].copy() for _ in xs]
+
+
+def _dot(a: list, b: list) -> float:
+    return float(sum(np.vdot(x, y) for x, y in zip(a, b)))
+
+
+def _check_backward(backward, forward, expected, todo, args, sizes):
+    rng = np.random.default_rng(0)
+    for world, n in sizes:
+        xs = [rng.normal(size=n) for _ in range(world)]
+        ys = forward(xs, *args)
+        ws = [rng.normal(size=y.shape) for y in ys]
+        got = attempt(backward, [w.copy() for w in ws], *args, todo=todo)
+        if not isinstance(got, (list, tuple)) or len(got) != world:
+            raise NotYet(
+                f"return a list with one array per rank ({world} here), "
+                f"got {type(got).__name__}"
+            )
+        want = expected(ws, *args)
+        for r, (g, e) in enumerate(zip(got, want)):
+            if np.shape(g) != e.shape:
+                raise NotYet(
+                    f"with {world} ranks, rank {r}'s gradient must have its "
+                    f"input's shape {e.shape}, got {np.shape(g)}"
+                )
+        if not close(np.concatenate(got), np.concatenate(want), 1e-12):
+            lhs, rhs = _dot(ys, ws), _dot(xs, got)
+            raise NotYet(
+                f"with {world} ranks the dot-product test fails: "
+                f"sum <y_r, w_r> = {lhs:.6f} but sum <x_r, dx_r> = "
+                f"{rhs:.6f}; which outputs did each input reach?"
+            )
+
+
+def check_all_gather_backward(all_gather_backward, exercise: int = 1) -> Verdict:
+    """all_gather_backward(ws) -> dxs, ws[r] the cotangent of rank r's
+    gathered output (world * n entries), dxs[r] that of rank r's input (n)."""
+
+    def expected(ws):
+        world = len(ws)
+        total = np.sum(ws, axis=0)
+        return list(np.split(total, world))
+
+    def check(fn):
+        _check_backward(
+            fn,
+            all_gather_forward,
+            expected,
+            "write all_gather_backward(ws) and run its cell",
+            (),
+            [(2, 3), (3, 2), (4, 1)],
+        )
+
+    return run_check(exercise, check, all_gather_backward)
+
+
+def check_broadcast_backward(broadcast_backward, exercise: int = 2) -> Verdict:
+    """broadcast_backward(ws, src) -> dxs for y_r = x_src on every rank."""
+
+    def expected(ws, src):
+        total = np.sum(ws, axis=0)
+        return [total if r == src else np.zeros_like(w) for r, w in enumerate(ws)]
+
+    def check(fn):
+        for src in (0, 1):
+            _check_backward(
+                fn,
+                broadcast_forward,
+                expected,
+                "write broadcast_backward(ws, src) and run its cell",
+                (src,),
+                [(2, 3), (3, 2)],
+            )
+
+    return run_check(exercise, check, broadcast_backward)
