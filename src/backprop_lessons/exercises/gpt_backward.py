@@ -5,7 +5,7 @@
     check_wte_parts(head_part, embedding_part, params, config, idx, targets)
                                            the two halves of wte's gradient
 
-The layernorm check compares with centred differences (`gradcheck`); the
+The layernorm check compares with centered differences (`gradcheck`); the
 wte check with PyTorch (imported when it runs) on a model whose LM head has
 its own copy of wte.  Each check prints "Exercise N: ..." and returns a
 `Verdict` (see `checking`).
@@ -37,7 +37,7 @@ __all__ = ["check_layernorm_backward", "check_parameter_count", "check_wte_parts
 def check_layernorm_backward(backward, exercise: int = 1) -> Verdict:
     """backward(dinp, dweight, dbias, dout, cache), with the signature of
     `layers.layernorm_backward`: it must add the three gradients into the
-    buffers, matching centred differences."""
+    buffers, matching centered differences."""
 
     def check(backward):
         todo = "write the fixed layernorm backward and run its cell"

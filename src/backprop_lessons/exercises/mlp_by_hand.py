@@ -4,7 +4,7 @@
     check_input_gradient(input_gradient)   dL/dX of the cached batch
     check_tanh_ratio(answer)               the per-layer ratio of a tanh net
 
-Gradients are compared with centred differences (`gradcheck`) on a small
+Gradients are compared with centered differences (`gradcheck`) on a small
 model with non-zero biases.  Each check prints "Exercise N: ..." and
 returns a `Verdict` (see `checking`).
 """
@@ -29,7 +29,7 @@ from .checking import (
 
 __all__ = ["check_mlp_backward", "check_input_gradient", "check_tanh_ratio"]
 
-TOL = 1e-6  # centred differences agree to about 1e-9 here
+TOL = 1e-6  # centered differences agree to about 1e-9 here
 
 
 def _model_and_batch(seed: int):
