@@ -2,7 +2,7 @@
 
 Sizes and parameter counts (4,192 for microgpt's defaults, 4,064 with its
 earlier block size of 8), the shipped names, the errors for bad names, the
-KV-cache forward on Values and on floats, gradients against centred
+KV-cache forward on Values and on floats, gradients against centered
 differences, exact graph counts, training and sampling (seeded)."""
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def test_sequence_loss_needs_two_to_block_plus_one_tokens():
 # ---- gradients -----------------------------------------------------------------
 
 
-def test_gradients_match_centred_differences_default_model(model):
+def test_gradients_match_centered_differences_default_model(model):
     check = check_gradients(model, "emily", per_matrix=3, seed=1)
     assert check.passed, str(check)
     assert [r.name for r in check.rows] == list(parameter_shapes(model.config))
@@ -266,7 +266,7 @@ def test_gradients_match_centred_differences_default_model(model):
 
 
 @pytest.mark.parametrize("sizes", [{}, {"n_layer": 2, "n_head": 4}])
-def test_every_gradient_of_a_small_model_matches_centred_differences(sizes):
+def test_every_gradient_of_a_small_model_matches_centered_differences(sizes):
     m = tiny_model(seed=5, **sizes)
     check = check_gradients(m, "dave", per_matrix=10_000)  # every used entry
     assert check.passed, str(check)
@@ -276,7 +276,7 @@ def test_every_gradient_of_a_small_model_matches_centred_differences(sizes):
 def test_gradient_check_table_prints_bounds_and_pass():
     check = check_gradients(tiny_model(), "eve", per_matrix=2)
     lines = str(check).splitlines()
-    assert lines[0] == "backprop vs centred differences, 2 entries per matrix"
+    assert lines[0] == "backprop vs centered differences, 2 entries per matrix"
     assert lines[1].split() == ["name", "shape", "rel", "error", "check"]
     rows = lines[3:-1]
     assert len(rows) == len(check.rows)
@@ -339,9 +339,9 @@ def test_finite_difference_cost(model):
         44_940,
         89_202,
     )
-    assert cost.one_sided_passes == 4193 and cost.centred_passes == 8384
+    assert cost.one_sided_passes == 4193 and cost.centered_passes == 8384
     assert cost.ratio("one-sided", "passes") == 2096.5
-    assert cost.ratio("centred", "operations") == pytest.approx(
+    assert cost.ratio("centered", "operations") == pytest.approx(
         8384 * 44_940 / (44_940 + 89_202)
     )
     assert 1400 < cost.ratio() < 1410

@@ -158,6 +158,30 @@ def test_a_training_step_then_a_new_forward_is_fine():
     assert w._version == 2
 
 
+@pytest.mark.parametrize("view", ["reshape", "T"])
+def test_a_view_shares_its_base_version_counter(view):
+    """A write to the base changes what a view saved: backward must refuse
+    (it used to give a silently wrong w.grad), as PyTorch does."""
+    make = {
+        "reshape": lambda x: x.reshape((1, 2)),
+        "T": lambda x: x.T.T,
+    }[view]  # (indexing copies: x[:, :] is no view)
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    w = Tensor([[3.0], [4.0]], requires_grad=True)
+    y = (make(x) @ w).sum()
+    x.data -= 1.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    # and a write through the view is a write to the base
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    y = (x * x).sum()
+    v = make(x)
+    v.data -= 1.0
+    assert x._version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 # ---- Value ---------------------------------------------------------------------
 
 

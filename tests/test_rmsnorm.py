@@ -1,5 +1,5 @@
 """gpt.layers.rmsnorm_forward / rmsnorm_backward: against PyTorch's own
-`torch.nn.functional.rms_norm` in float64, against centred differences, and
+`torch.nn.functional.rms_norm` in float64, against centered differences, and
 the layer contract (`+=` into the buffers, None skips a gradient)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_matches_torch_rms_norm_in_float64(shape, with_weight, eps):
 @pytest.mark.parametrize(
     "with_weight", [True, False], ids=["weight", "no weight"]
 )
-def test_matches_centred_differences(with_weight):
+def test_matches_centered_differences(with_weight):
     x, weight, dout = make_inputs((2, 3, 5), with_weight, seed=7)
     _, dx, dw = ours(x, weight, dout)
 

@@ -51,6 +51,7 @@ __all__ = [
     "AnomalyReport",
     "find_nan_origin",
     "assert_finite",
+    "gradient_flag",
 ]
 
 # ---------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def _fmt(x: float | None) -> str:
     return f"{x:.2e}"
 
 
-def _flag(
+def gradient_flag(
     grad_norm: float | None,
     param_norm: float,
     ratio: float | None,
@@ -207,7 +208,7 @@ def gradient_flow_table(
                 grad_norm,
                 param_norm,
                 ratio,
-                _flag(
+                gradient_flag(
                     grad_norm, param_norm, ratio, vanishing_below, exploding_above
                 ),
             )

@@ -41,6 +41,7 @@ from .tensor import Tensor
 
 __all__ = [
     "numerical_gradient",
+    "f_at",
     "numerical_param_gradients",
     "relative_error",
     "CheckRow",
@@ -66,7 +67,7 @@ def _output(y):
     return float(y)
 
 
-def _f_at(f, x, index, step: float):
+def f_at(f, x, index, step: float):
     """f at x with entry `index` moved by `step` (index None: f at x itself).
 
     A list is copied, so f sees a new list; an array is changed in place, in
@@ -120,13 +121,13 @@ def numerical_gradient(
     if scheme == "centered":
         # (f(x + eps e_i) - f(x - eps e_i)) / (2 eps): 2 passes per entry
         derivatives = [
-            (_f_at(f, x, i, eps) - _f_at(f, x, i, -eps)) / (2 * eps)
+            (f_at(f, x, i, eps) - f_at(f, x, i, -eps)) / (2 * eps)
             for i in indices
         ]
     else:
         # (f(x + eps e_i) - f(x)) / eps: 1 pass per entry, plus f(x) once
-        base = _f_at(f, x, None, 0.0)
-        derivatives = [(_f_at(f, x, i, eps) - base) / eps for i in indices]
+        base = f_at(f, x, None, 0.0)
+        derivatives = [(f_at(f, x, i, eps) - base) / eps for i in indices]
     if isinstance(x, np.ndarray):
         tail = np.shape(derivatives[0]) if derivatives else ()
         return np.array(derivatives, dtype=np.float64).reshape(x.shape + tail)

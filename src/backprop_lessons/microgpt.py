@@ -241,7 +241,8 @@ def _log(x):
 
 
 def _relu(x):
-    return x.relu() if isinstance(x, Value) else (x if x > 0.0 else 0.0)
+    # NaN stays NaN, as Value.relu (and PyTorch) keep it
+    return x.relu() if isinstance(x, Value) else (0.0 if x <= 0.0 else x)
 
 
 def _plain(x) -> float:
@@ -643,7 +644,7 @@ class FiniteDifferenceCost:
         return self.parameters + 1
 
     @property
-    def centred_passes(self) -> int:
+    def centered_passes(self) -> int:
         """f(x + eps e_i) and f(x - eps e_i) for every parameter i."""
         return 2 * self.parameters
 
@@ -657,7 +658,7 @@ class FiniteDifferenceCost:
         in elementary `operations`."""
         passes = {
             "one-sided": self.one_sided_passes,
-            "centred": self.centred_passes,
+            "centered": self.centered_passes,
         }[scheme]
         if unit == "passes":
             return passes / 2
@@ -675,10 +676,10 @@ class FiniteDifferenceCost:
                 f"{self.ratio('one-sided'):,.0f} x",
             ),
             (
-                "centred differences: 2N",
+                "centered differences: 2N",
                 f"{2 * N:,}",
                 f"{2 * N * F:,}",
-                f"{self.ratio('centred'):,.0f} x",
+                f"{self.ratio('centered'):,.0f} x",
             ),
         ]
         return "\n".join(f"{a:<34} {b:>7} {c:>14} {d:>12}" for a, b, c, d in rows)
@@ -705,11 +706,11 @@ def check_gradients(
     tol: float = 1e-6,
     seed: int = 0,
 ) -> CheckTable:
-    """Compare `name`'s backprop gradients with centred differences
+    """Compare `name`'s backprop gradients with centered differences
     (L(p + eps) - L(p - eps)) / 2 eps, evaluated on floats, one row per
     matrix (`gradcheck.numerical_gradient`, `gradcheck.compare_arrays`).
 
-    eps = 1e-5 balances the two errors of a centred difference here: the
+    eps = 1e-5 balances the two errors of a centered difference here: the
     truncation error, about eps^2, and the rounding error of a loss made of
     some 45,000 operations, about 1e-15 / eps.
 
@@ -722,7 +723,7 @@ def check_gradients(
     model.loss(name).backward()
     rng, state = random.Random(seed), model.float_state()
     table = CheckTable(
-        f"backprop vs centred differences, {per_matrix} entries per matrix"
+        f"backprop vs centered differences, {per_matrix} entries per matrix"
     )
     for key, matrix in model.state.items():
         used = [

@@ -215,13 +215,19 @@ def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
     see `_check_versions`) only if one of them needs a gradient."""
     out = Tensor.__new__(Tensor)
     out._data = data if type(data) is np.ndarray else np.asarray(data)
-    out._version = 0
+    # A view (reshape, transpose, a slice) shares its base's version
+    # counter, as in PyTorch: writing to either is a write to both.
+    base = inputs[0] if len(inputs) == 1 else None
+    if base is not None and np.may_share_memory(out._data, base._data):
+        out._counter = base._counter
+    else:
+        out._counter = [0]
     out.grad = None
     out._op = op
     if any(t.requires_grad for t in inputs):
         out.requires_grad = True
         out._children, out._backward, out._saved = inputs, backward, saved
-        out._versions = (_WRITES[0], *[t._version for t in inputs])
+        out._versions = (_WRITES[0], *[t._version for t in (*inputs, out)])
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
@@ -242,13 +248,14 @@ def _check_versions(node: Tensor) -> None:
 
     Every in-place write through `t.data` (`t.data -= lr * g`, which assigns
     the same array back) bumps `t._version`; `_result` noted the inputs'
-    versions in `_versions[1:]` (after the count of writes, `_WRITES`, at
-    that moment) and an output starts at version 0.  Only a tensor whose
+    versions and the output's in `_versions[1:]` (after the count of writes,
+    `_WRITES`, at that moment); a view shares its base's counter, so a write
+    to the base is seen through the view.  Only a tensor whose
     array the rule actually saved (it shares memory with one of `_saved`)
     makes this an error: `x + 1` saves shapes, so changing `x` afterwards is
     harmless.
     """
-    pairs = zip((*node._children, node), (*node._versions[1:], 0))
+    pairs = zip((*node._children, node), node._versions[1:])
     for t, expected in pairs:
         if t._version != expected and _saves(node._saved, t._data):
             raise RuntimeError(
@@ -280,7 +287,7 @@ class Tensor:
 
     __slots__ = (
         "_data",
-        "_version",
+        "_counter",
         "_versions",
         "grad",
         "requires_grad",
@@ -294,7 +301,7 @@ class Tensor:
 
     def __init__(self, data, requires_grad: bool = False):
         self._data = _as_real_array("Tensor", "data", data)
-        self._version = 0
+        self._counter = [0]  # shared with views (see _result)
         self._versions = ()
         self.grad = None
         if not isinstance(requires_grad, (bool, np.bool_)):
@@ -308,6 +315,11 @@ class Tensor:
     # ---- data and its version -----------------------------------------------
 
     @property
+    def _version(self) -> int:
+        """In-place writes so far to this tensor's array (or its base's)."""
+        return self._counter[0]
+
+    @property
     def data(self) -> np.ndarray:
         """The array.  Write to it out of place (`t.data = t.data - 1`) or with
         an augmented assignment (`t.data -= 1`, which bumps the version);
@@ -318,7 +330,7 @@ class Tensor:
     @data.setter
     def data(self, value) -> None:
         if value is self._data:  # t.data -= x: the array changed in place
-            self._version += 1
+            self._counter[0] += 1
             _WRITES[0] += 1
             return
         arr = _as_real_array("Tensor.data", "value", value)

@@ -20,7 +20,7 @@ def two_moons(
     """`n` points on two interleaving half circles, with Gaussian noise.
 
     Returns `(X, y)`: `X` a list of `[x1, x2]` floats, `y` a list of labels
-    (0 for the upper moon, centred at (0, 0); 1 for the lower one, centred at
+    (0 for the upper moon, centered at (0, 0); 1 for the lower one, centered at
     (1, 0.5)).  The same arguments always give the same points; the points
     are shuffled so that the classes alternate at random.  Plain lists, so
     they feed the scalar engine directly (`np.array(X)` for NumPy).

@@ -7,7 +7,7 @@
     check_unbroadcast(my_unbroadcast)            sum a gradient back to a shape
 
 Reference gradients come from PyTorch autograd in float64 (imported when a
-check runs) or from centred differences (`gradcheck`).  Each check prints
+check runs) or from centered differences (`gradcheck`).  Each check prints
 "Exercise N: ..." and returns a `Verdict` (see `checking`).
 """
 
@@ -105,7 +105,7 @@ def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 2) -> Verdict:
 
 def check_linear_backward(linear_backward, exercise: int = 3) -> Verdict:
     """linear_backward(G, X, W) -> (dX, dW, db) for Y = X @ W + b, checked
-    by centred differences on a square W, where the shapes cannot give a
+    by centered differences on a square W, where the shapes cannot give a
     wrong formula away."""
 
     def check(linear_backward):

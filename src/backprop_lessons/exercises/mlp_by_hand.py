@@ -11,7 +11,7 @@
 order of the backward, with the `.grad` that PyTorch retains for the same
 array in float64 (PyTorch is imported when it runs), and prints a table of
 them all, as Karpathy's `cmp` does in "Becoming a Backprop Ninja".  The
-other checks compare with centred differences (`gradcheck`) on a small
+other checks compare with centered differences (`gradcheck`) on a small
 model with non-zero biases.  Each check prints "Exercise N: ..." and
 returns a `Verdict` (see `checking`).
 """
@@ -43,7 +43,7 @@ __all__ = [
     "check_tanh_ratio",
 ]
 
-TOL = 1e-6  # centred differences agree to about 1e-9 here
+TOL = 1e-6  # centered differences agree to about 1e-9 here
 
 # The gradients of the backward, in the order it computes them: name ->
 # (the array of the forward it belongs to, its shape in the legend).

@@ -5,7 +5,7 @@
     check_hand_gradients(answer)    dh/da and dh/db of h = a*b + b**2, by hand
 
 Each prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
-Gradients are compared with centred differences (`gradcheck`).
+Gradients are compared with centered differences (`gradcheck`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _close(a: float, b: float) -> bool:
 
 def check_softplus(softplus, exercise: int = 1) -> Verdict:
     """softplus(v) must return one new Value whose only input is v, with
-    value ln(1 + e^x) and a gradient that matches centred differences, also
+    value ln(1 + e^x) and a gradient that matches centered differences, also
     at x = 800, where e^x overflows a float (so the formula must not form
     e^x there)."""
 
@@ -64,7 +64,7 @@ def check_softplus(softplus, exercise: int = 1) -> Verdict:
 
 def check_divide(divide, exercise: int = 2) -> Verdict:
     """divide(a, b) on two Values must give a / b and gradients that match
-    centred differences, at three points."""
+    centered differences, at three points."""
 
     def check(divide):
         todo = "write a fixed divide(a, b) and run its cell"
