@@ -8,6 +8,8 @@ One module per chapter topic (stable names, not chapter numbers):
     matmul_vjp           the matmul VJP
     mlp_by_hand          an MLP by hand
     gpt_backward         a GPT's backward by hand
+    gpt_layers           every GPT layer's backward, and the whole model's,
+                         written by the reader
     debugging_backward   debugging a backward pass
     backprop_at_scale    backprop at scale
     gpt2_full_size       GPT-2 at its real size
@@ -16,4 +18,27 @@ Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
 yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
 `checking` holds the machinery they share.  Nothing here reads notebook
 globals: everything a check needs is an argument or built inside it.
+
+The checks of the GPT layers' backwards are also importable from here:
+`from backprop_lessons.exercises import check_attention_backward`.
 """
+
+from .gpt_layers import (
+    check_attention_backward,
+    check_crossentropy_softmax_backward,
+    check_encoder_backward,
+    check_gelu_backward,
+    check_gpt_backward,
+    check_layernorm_backward,
+    check_matmul_backward,
+)
+
+__all__ = [
+    "check_layernorm_backward",
+    "check_gelu_backward",
+    "check_crossentropy_softmax_backward",
+    "check_attention_backward",
+    "check_encoder_backward",
+    "check_matmul_backward",
+    "check_gpt_backward",
+]

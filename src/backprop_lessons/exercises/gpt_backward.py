@@ -1,12 +1,13 @@
 """Checks for the exercises of "A GPT's backward by hand" (chapter 6).
 
-    check_layernorm_backward(backward)     a fixed layernorm backward
+    check_layernorm_backward(backward)     a layernorm backward (from
+                                           `gpt_layers`, with the other
+                                           layers' and the whole model's)
     check_parameter_count(count)           parameters from a GPTConfig alone
     check_wte_parts(head_part, embedding_part, params, config, idx, targets)
                                            the two halves of wte's gradient
 
-The layernorm check compares with centred differences (`gradcheck`); the
-wte check with PyTorch (imported when it runs) on a model whose LM head has
+The wte check with PyTorch (imported when it runs) on a model whose LM head has
 its own copy of wte.  Each check prints "Exercise N: ..." and returns a
 `Verdict` (see `checking`).
 """
@@ -17,61 +18,18 @@ import math
 
 import numpy as np
 
-from ..gpt.layers import layernorm_forward
 from ..gpt.model import GPTConfig, parameter_shapes
-from ..gradcheck import numerical_param_gradients
 from .checking import (
-    NotAttempted,
     NotYet,
     Verdict,
     attempt,
     close,
-    mismatched,
     require_filled,
     run_check,
 )
+from .gpt_layers import check_layernorm_backward
 
 __all__ = ["check_layernorm_backward", "check_parameter_count", "check_wte_parts"]
-
-
-def check_layernorm_backward(backward, exercise: int = 1) -> Verdict:
-    """backward(dinp, dweight, dbias, dout, cache), with the signature of
-    `layers.layernorm_backward`: it must add the three gradients into the
-    buffers, matching centred differences."""
-
-    def check(backward):
-        todo = "write the fixed layernorm backward and run its cell"
-        rng = np.random.default_rng(3)
-        inputs = {
-            "inp": rng.standard_normal((2, 3, 8)),  # (B, T, C)
-            "weight": 1.0 + 0.1 * rng.standard_normal(8),  # (C,)
-            "bias": 0.1 * rng.standard_normal(8),  # (C,)
-        }
-        dout = rng.standard_normal((2, 3, 8))  # (B, T, C)
-        _, cache = layernorm_forward(
-            inputs["inp"], inputs["weight"], inputs["bias"]
-        )
-        grads = {name: np.zeros_like(a) for name, a in inputs.items()}
-        buffers = (grads["inp"], grads["weight"], grads["bias"])
-        attempt(backward, *buffers, dout, cache, todo=todo, may_return_none=True)
-        if all(not g.any() for g in grads.values()):  # a stub that does nothing
-            raise NotAttempted(f"{todo} (so far it adds nothing to the buffers)")
-
-        def loss():  # L = sum(out * dout): its gradient is the VJP with dout
-            out, _ = layernorm_forward(
-                inputs["inp"], inputs["weight"], inputs["bias"]
-            )
-            return float((out * dout).sum())
-
-        numeric = numerical_param_gradients(loss, inputs)
-        wrong = [f"d{name}" for name in mismatched(grads, numeric, 1e-6)]
-        if wrong:
-            raise NotYet(
-                f"wrong gradients for {', '.join(wrong)}: compare with "
-                "r (g - mean(g) - xhat mean(g xhat))"
-            )
-
-    return run_check(exercise, check, backward)
 
 
 def check_parameter_count(count, exercise: int = 2) -> Verdict:

@@ -1,10 +1,17 @@
 """Checks for the exercises of "An MLP by hand" (chapter 5).
 
+    check_mlp_intermediates(grads, model, X, Y)
+                                           every gradient of the backward,
+                                           one line each (Backprop Ninja)
     check_mlp_backward(backward_fn)        a fixed backward of ThreeLayerMLP
     check_input_gradient(input_gradient)   dL/dX of the cached batch
     check_tanh_ratio(answer)               the per-layer ratio of a tanh net
 
-Gradients are compared with centred differences (`gradcheck`) on a small
+`check_mlp_intermediates` compares each of the reader's gradients, in the
+order of the backward, with the `.grad` that PyTorch retains for the same
+array in float64 (PyTorch is imported when it runs), and prints a table of
+them all, as Karpathy's `cmp` does in "Becoming a Backprop Ninja".  The
+other checks compare with centred differences (`gradcheck`) on a small
 model with non-zero biases.  Each check prints "Exercise N: ..." and
 returns a `Verdict` (see `checking`).
 """
@@ -18,6 +25,7 @@ from ..gradcheck import numerical_param_gradients
 from ..mlp3 import ThreeLayerMLP
 from ..numerics import one_hot
 from .checking import (
+    NotAttempted,
     NotYet,
     Verdict,
     attempt,
@@ -27,9 +35,157 @@ from .checking import (
     run_check,
 )
 
-__all__ = ["check_mlp_backward", "check_input_gradient", "check_tanh_ratio"]
+__all__ = [
+    "INTERMEDIATES",
+    "check_mlp_intermediates",
+    "check_mlp_backward",
+    "check_input_gradient",
+    "check_tanh_ratio",
+]
 
 TOL = 1e-6  # centred differences agree to about 1e-9 here
+
+# The gradients of the backward, in the order it computes them: name ->
+# (the array of the forward it belongs to, its shape in the legend).
+INTERMEDIATES = {
+    "dZ3": ("Z3", "(B, d3)"),
+    "dW3": ("W3", "(d2, d3)"),
+    "db3": ("b3", "(d3,)"),
+    "dH2": ("H2", "(B, d2)"),
+    "dZ2": ("Z2", "(B, d2)"),
+    "dW2": ("W2", "(d1, d2)"),
+    "db2": ("b2", "(d2,)"),
+    "dH1": ("H1", "(B, d1)"),
+    "dZ1": ("Z1", "(B, d1)"),
+    "dW1": ("W1", "(d0, d1)"),
+    "db1": ("b1", "(d1,)"),
+}
+# Relative to the largest entry (as `checking.close`): float64 NumPy and
+# PyTorch agree to about 1e-16 here; a wrong formula is off by 1e-2 or more.
+INTERMEDIATES_TOL = 1e-10
+
+
+def _torch_intermediates(model: ThreeLayerMLP, X, Y) -> dict[str, np.ndarray]:
+    """The model's forward in PyTorch float64, with `retain_grad()` on every
+    array the backward passes through; name -> its gradient (dZ3, dW3, ...)."""
+    import torch
+
+    t = {
+        n: torch.tensor(p, dtype=torch.float64, requires_grad=True)
+        for n, p in model.params.items()
+    }
+    a = {"X": torch.tensor(X, dtype=torch.float64)}
+    a["Z1"] = a["X"] @ t["W1"] + t["b1"]
+    a["H1"] = torch.sigmoid(a["Z1"])
+    a["Z2"] = a["H1"] @ t["W2"] + t["b2"]
+    a["H2"] = torch.sigmoid(a["Z2"])
+    a["Z3"] = a["H2"] @ t["W3"] + t["b3"]
+    for name in ("Z1", "H1", "Z2", "H2", "Z3"):
+        a[name].retain_grad()
+    Y_t = torch.tensor(Y, dtype=torch.float64)
+    loss = -(Y_t * torch.log_softmax(a["Z3"], dim=1)).sum() / X.shape[0]
+    loss.backward()
+    a.update(t)
+    return {name: a[of].grad.numpy() for name, (of, _) in INTERMEDIATES.items()}
+
+
+def _intermediate_row(name: str, shape: str, diff: str, close_: str) -> str:
+    return f"{name:<5} {shape:<8} {diff:<17} {close_}"
+
+
+def check_mlp_intermediates(grads, model, X, Y, exercise: int = 1) -> Verdict:
+    """grads: the reader's gradients by name (dZ3, dW3, db3, dH2, dZ2, dW2,
+    db2, dH1, dZ1, dW1, db1; see INTERMEDIATES), each an array, or `...`
+    while not written yet.  Each is compared with PyTorch's retained
+    gradient of the same array for `model` (a ThreeLayerMLP) on inputs X
+    (B, d0) and labels Y (integers (B,) or one-hot (B, d3)); a table of all
+    of them is printed, then the verdict, which names the first gradient
+    that differs, with its largest difference."""
+    if not isinstance(model, ThreeLayerMLP):
+        raise TypeError(
+            "check_mlp_intermediates: model must be a ThreeLayerMLP, got "
+            f"{type(model).__name__}"
+        )
+    X = np.asarray(X, dtype=np.float64)
+    kept = model.cache
+    try:
+        model.forward(X)  # checks X's shape
+        Y = model._targets(Y, "check_mlp_intermediates")  # (B, d3) rows
+    finally:
+        model.cache = kept
+
+    def check(grads):
+        todo = "replace each ... with its gradient, in order, and run the cell"
+        if not isinstance(grads, dict):
+            raise NotYet(
+                "pass a dict of your gradients by name, e.g. "
+                "dict(dZ3=dZ3, dW3=dW3, ...)"
+            )
+        unknown = [n for n in grads if n not in INTERMEDIATES]
+        if unknown:
+            raise NotYet(
+                f"unknown name {unknown[0]!r}: the gradients are "
+                f"{', '.join(INTERMEDIATES)}"
+            )
+        written = {
+            n: g for n, g in grads.items() if g is not None and g is not Ellipsis
+        }
+        if not written:
+            raise NotAttempted(todo)
+        right = _torch_intermediates(model, X, Y)
+        rows, first_wrong = [], None
+        for name, (_, legend) in INTERMEDIATES.items():
+            if name not in written:
+                rows.append(_intermediate_row(name, "-", "(not written)", "-"))
+                continue
+            try:
+                ours = np.asarray(written[name], dtype=np.float64)
+            except (TypeError, ValueError):
+                ours = None
+            if ours is None or ours.shape != right[name].shape:
+                got = "not an array" if ours is None else str(ours.shape)
+                rows.append(_intermediate_row(name, got, "wrong shape", "no"))
+                first_wrong = first_wrong or (
+                    f"{name} has shape {got}; it must be {legend} = "
+                    f"{right[name].shape}, the shape of "
+                    f"{INTERMEDIATES[name][0]}"
+                )
+                continue
+            diff = float(np.abs(ours - right[name]).max(initial=0.0))
+            diff /= max(float(np.abs(right[name]).max(initial=0.0)), 1.0)
+            ok = close(ours, right[name], INTERMEDIATES_TOL)
+            text = (
+                f"< {INTERMEDIATES_TOL:.0e}"
+                if ok
+                else f"{diff:.1e} > {INTERMEDIATES_TOL:.0e}"
+            )
+            if not np.isfinite(ours).all():
+                ok, text = False, "nan or inf"
+            rows.append(
+                _intermediate_row(
+                    name, str(ours.shape), text, "yes" if ok else "no"
+                )
+            )
+            if not ok and first_wrong is None:
+                first_wrong = (
+                    f"{name} is the first that differs from PyTorch's: "
+                    f"largest difference {text} (relative to its largest "
+                    "entry); the ones you wrote above it are right, so look "
+                    "at its own line"
+                )
+        head = _intermediate_row("name", "shape", "max diff", "close")
+        print("your gradients vs PyTorch's retained .grad (float64)")
+        print("\n".join([head, "-" * len(head), *rows]))
+        if first_wrong:
+            raise NotYet(first_wrong)
+        missing = [n for n in INTERMEDIATES if n not in written]
+        if missing:
+            raise NotYet(
+                f"the {len(written)} written so far are right; still to "
+                f"write: {', '.join(missing)}"
+            )
+
+    return run_check(exercise, check, grads)
 
 
 def _model_and_batch(seed: int):

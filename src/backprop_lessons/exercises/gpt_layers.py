@@ -1,0 +1,1008 @@
+"""Checks for the exercises in which the reader writes each GPT layer's
+backward, then the whole model's (chapter 6).
+
+    check_layernorm_backward(fn)             fn like layers.layernorm_backward
+    check_gelu_backward(fn)                  fn like layers.gelu_backward
+    check_crossentropy_softmax_backward(fn)  ... crossentropy_softmax_backward
+    check_attention_backward(fn)             fn like layers.attention_backward
+    check_encoder_backward(fn)               fn like layers.encoder_backward
+    check_matmul_backward(fn)                fn like layers.matmul_backward
+    check_gpt_backward(fn)                   fn like model.gpt_backward
+
+A layer's `fn` has exactly the signature of the book's backward: the
+gradient buffers first, then dout (dloss for the cross-entropy) and the
+cache made by the book's forward; it adds into the buffers and returns
+nothing.  The check fills the buffers with random numbers first (a buffer
+may already hold the gradient of another use of the same input), calls
+`fn` once, and compares what it added (buffer after minus buffer before)
+with PyTorch's gradient in float64, one gradient at a time in the order of
+the signature.  The first wrong one is named in the hint, with the largest
+difference, and what is wrong with it when the check can tell: each check
+also computes the classic bugs (a missing term, a transpose, `=` for `+=`,
+...) and says which one the answer matches.  The inputs are chosen to
+expose them: repeated tokens for the embedding, a square and a non-square
+weight for the matmul, inputs near |x| = 2 for the GELU (where the
+derivatives of the tanh and the erf GELU differ most).
+
+`check_gpt_backward` runs the book's `gpt_forward` on a 2-layer float64
+model, calls `fn(params, config, cache)` for the dict of gradients and
+compares each with PyTorch's autograd (`gpt.reference`), block by block
+in the order the backward computes them: the first wrong gradient going
+back from the loss is where the bug is.
+
+Each check prints "Exercise N: ..." and returns a `Verdict` (see
+`checking`); PyTorch is imported only when a check runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..gpt.layers import (
+    LAYERNORM_EPS,
+    attention_forward,
+    crossentropy_softmax_forward,
+    encoder_forward,
+    gelu_forward,
+    layernorm_forward,
+    matmul_forward,
+)
+from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
+from .checking import (
+    NotAttempted,
+    NotYet,
+    Verdict,
+    attempt,
+    close,
+    run_check,
+)
+
+__all__ = [
+    "check_layernorm_backward",
+    "check_gelu_backward",
+    "check_crossentropy_softmax_backward",
+    "check_attention_backward",
+    "check_encoder_backward",
+    "check_matmul_backward",
+    "check_gpt_backward",
+    "TOL",
+    "GPT_TOL",
+]
+
+# Relative tolerance of a layer's gradient (max difference over the larger
+# of 1 and the right gradient's largest entry).  The book's layers agree with
+# PyTorch to 8e-16 or better on these inputs; the nearest bug, the erf
+# GELU's derivative in place of the tanh GELU's, is off by 3.3e-4 on the
+# GELU check's inputs (the two slopes differ by up to 8.7e-4, at |x| = 2.0,
+# and still by 1.3e-6 at |x| = 0.1).  1e-9 lies between, with margins of
+# 10^5 to 10^6 on either side.
+TOL = 1e-9
+# The whole model, float64, against PyTorch (gpt.reference's tolerance).
+GPT_TOL = 1e-10
+
+
+# ---- the machinery shared by the layer checks --------------------------------
+
+
+@dataclass
+class _Case:
+    """One call of the reader's backward: `fn(*buffers, dout, cache)`.
+
+    `buffers` maps each gradient's name (dinp, dweight, ...) to its starting
+    content, random and non-zero, or None for a gradient not wanted;
+    `expected` maps the same names to what the backward must add;
+    `bugs` maps a name to (what a classic bug would add, what it is);
+    `on_error` is added to the hint when the reader's code raises.
+    """
+
+    buffers: dict[str, np.ndarray | None]
+    dout: object
+    cache: object
+    expected: dict[str, np.ndarray]
+    shapes: str
+    label: str = ""
+    on_error: str = ""
+    bugs: dict[str, list[tuple[np.ndarray, str]]] = field(default_factory=dict)
+
+
+def _arrays_in(value) -> list[np.ndarray]:
+    """Every ndarray in a cache (an array, or tuples and lists of them)."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _arrays_in(v)]
+    return []
+
+
+def _largest_difference(ours, right) -> tuple[float, float]:
+    """max|ours - right| and the scale it is judged against (as `close`)."""
+    diff = float(np.abs(ours - right).max(initial=0.0))
+    return diff, max(float(np.abs(right).max(initial=0.0)), 1.0)
+
+
+def _diagnosis(name: str, added, after, case: _Case) -> str:
+    """What is wrong with the gradient `name`, when the check can tell."""
+    right = case.expected[name]
+    if close(after, right, TOL):
+        return (
+            f"your backward assigns (=) where it must add (+=): {name} "
+            f"already held a gradient (from another use of the same input) "
+            f"and after your call it holds only this layer's part"
+        )
+    if not added.any():
+        return (
+            f"your backward added nothing into the {name} buffer (`{name} = "
+            f"...` only rebinds the name inside your function: add in place, "
+            f"`{name} += ...`)"
+        )
+    for wrong, what in case.bugs.get(name, []):
+        if close(added, wrong, TOL):
+            return what
+    if close(added, -right, TOL):
+        return "it has the wrong sign"
+    if close(added, 2 * right, TOL):
+        return "it is twice the right one: it is added twice"
+    return ""
+
+
+def _run_layer_check(
+    fn: Callable,
+    cases: list[_Case],
+    todo: str,
+    formulas: dict[str, str],
+    detail: Callable | None = None,
+) -> None:
+    """Call fn once per case and raise NotYet at the first wrong gradient.
+
+    `formulas` gives each gradient's formula, the hint when no known bug
+    matches; `detail(name, added, right)`, if given, adds to the hint."""
+    for number, case in enumerate(cases):
+        before = {
+            n: None if b is None else b.copy() for n, b in case.buffers.items()
+        }
+        work = {n: None if b is None else b.copy() for n, b in before.items()}
+        inputs = _arrays_in(case.dout) + _arrays_in(case.cache)
+        inputs_before = [a.copy() for a in inputs]
+        try:
+            result = attempt(
+                fn,
+                *work.values(),
+                case.dout,
+                case.cache,
+                todo=todo,
+                may_return_none=True,
+            )
+        except NotYet as error:
+            where = f"{case.label}, " if case.label else ""
+            more = f"; {case.on_error}" if case.on_error else ""
+            text = " ".join(str(error).split())  # one line
+            raise NotYet(f"{where}{text} ({case.shapes}){more}") from None
+        names = [n for n in work if work[n] is not None]
+        if all(np.array_equal(work[n], before[n]) for n in names):
+            if result is not None:
+                raise NotYet(
+                    "a backward adds into the buffers it is given "
+                    f"({names[0]} += ...) and returns nothing; yours returned "
+                    f"a {type(result).__name__} and left them as they were"
+                )
+            if number == 0:
+                raise NotAttempted(
+                    f"{todo} (so far it adds nothing to the buffers)"
+                )
+        if any(not np.array_equal(a, b) for a, b in zip(inputs, inputs_before)):
+            raise NotYet(
+                "your backward changed dout or the cache in place: the "
+                "caller still needs them; compute into new arrays "
+                "(g = dout * weight, not dout *= weight)"
+            )
+        wrong = []
+        for name in names:
+            added = work[name] - before[name]
+            if not np.isfinite(added).all():
+                raise NotYet(f"{name} holds nan or inf after your backward")
+            if not close(added, case.expected[name], TOL):
+                wrong.append((name, added))
+        if not wrong:
+            continue
+        name, added = wrong[0]
+        diff, _ = _largest_difference(added, case.expected[name])
+        where = f" {case.label}" if case.label else ""
+        why = _diagnosis(name, added, work[name], case) or formulas[name]
+        if detail is not None:
+            more = detail(name, added, case.expected[name])
+            why = f"{why}; {more}" if more else why
+        also = [n for n, _ in wrong[1:]]
+        also_text = f" ({', '.join(also)} wrong too)" if also else ""
+        raise NotYet(
+            f"{name} is wrong{where} (largest difference {diff:.1e}): "
+            f"{why}{also_text}"
+        )
+
+
+def _buffers(rng, **shapes) -> dict[str, np.ndarray]:
+    """Random non-zero starting buffers of the given shapes."""
+    return {n: rng.standard_normal(s) for n, s in shapes.items()}
+
+
+def _torch_vjp(forward: Callable, inputs: dict, dout) -> dict[str, np.ndarray]:
+    """The gradients of sum(forward(**inputs) * dout) for every float input,
+    by PyTorch's autograd in float64."""
+    import torch
+
+    leaves = {
+        n: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+        if np.issubdtype(np.asarray(a).dtype, np.floating)
+        else torch.as_tensor(a)
+        for n, a in inputs.items()
+    }
+    out = forward(**leaves)
+    out.backward(torch.as_tensor(dout, dtype=torch.float64))
+    return {n: t.grad.numpy() for n, t in leaves.items() if t.requires_grad}
+
+
+# ---- layernorm ---------------------------------------------------------------
+
+_LAYERNORM = {
+    "dinp": "with xhat = (x - mean) * rstd and g = dout * weight, "
+    "dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), means over the "
+    "C channels",
+    "dweight": "dweight += the sum over B and T of dout * xhat",
+    "dbias": "dbias += the sum over B and T of dout",
+}
+
+
+def _layernorm_case(rng) -> _Case:
+    B, T, C = 2, 3, 5
+    inp = 2.0 * rng.standard_normal((B, T, C)) + rng.standard_normal((B, T, 1))
+    weight = 1.0 + 0.5 * rng.standard_normal(C)
+    bias = 0.5 * rng.standard_normal(C)
+    dout = rng.standard_normal((B, T, C))
+    _, cache = layernorm_forward(inp, weight, bias)
+
+    def forward(inp, weight, bias):
+        import torch.nn.functional as F
+
+        return F.layer_norm(inp, (C,), weight, bias, LAYERNORM_EPS)
+
+    grads = _torch_vjp(
+        forward, {"inp": inp, "weight": weight, "bias": bias}, dout
+    )
+    _, _, mean, rstd = cache
+    xhat = (inp - mean) * rstd
+    g = dout * weight
+
+    def mean_c(a):
+        return a.mean(axis=-1, keepdims=True)
+
+    mean_term, var_term = mean_c(g), xhat * mean_c(g * xhat)
+    path_mean = "the path through the mean"
+    path_var = "the path through the variance"
+    bugs = {
+        "dinp": [
+            (
+                rstd * (g - var_term),
+                f"it lacks the - mean(g) term ({path_mean}): "
+                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+            ),
+            (
+                rstd * (g - mean_term),
+                f"it lacks the - xhat * mean(g * xhat) term ({path_var}): "
+                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+            ),
+            (
+                rstd * g,
+                f"it lacks both the - mean(g) term ({path_mean}) and the "
+                f"- xhat * mean(g * xhat) term ({path_var}): rstd * g is "
+                "only the direct path",
+            ),
+            (
+                g - mean_term - var_term,
+                "it lacks the factor rstd = 1/sqrt(var + eps) in front: "
+                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+            ),
+            (
+                rstd * (dout - mean_c(dout) - xhat * mean_c(dout * xhat)),
+                "it uses dout where g = dout * weight belongs: the gradient "
+                "reaches xhat through the weight",
+            ),
+            (
+                rstd * (g - mean_term + var_term),
+                "the xhat * mean(g * xhat) term has the wrong sign: it is "
+                "subtracted",
+            ),
+        ],
+        "dweight": [
+            (
+                (dout * inp).sum(axis=(0, 1)),
+                "it multiplies dout by the input x; the weight multiplies "
+                "xhat = (x - mean) * rstd",
+            ),
+            (
+                dout.sum(axis=(0, 1)),
+                "it is dbias's formula: the weight multiplies xhat, so "
+                "dweight sums dout * xhat",
+            ),
+        ],
+        "dbias": [
+            (
+                (dout * xhat).sum(axis=(0, 1)),
+                "it is dweight's formula: the bias is added, so dbias sums "
+                "dout alone",
+            ),
+        ],
+    }
+    return _Case(
+        buffers=_buffers(rng, dinp=(B, T, C), dweight=(C,), dbias=(C,)),
+        dout=dout,
+        cache=cache,
+        expected={
+            "dinp": grads["inp"],
+            "dweight": grads["weight"],
+            "dbias": grads["bias"],
+        },
+        shapes=f"shapes: dinp and dout (B, T, C) = {(B, T, C)}, "
+        f"dweight and dbias (C,) = {(C,)}",
+        bugs=bugs,
+    )
+
+
+def check_layernorm_backward(fn, exercise: int = 1) -> Verdict:
+    """fn(dinp, dweight, dbias, dout, cache), like `layers.layernorm_backward`:
+    it must add the three gradients into the buffers."""
+
+    def check(fn):
+        todo = "write layernorm_backward(dinp, dweight, dbias, dout, cache)"
+        cases = [_layernorm_case(np.random.default_rng(3))]
+        _run_layer_check(fn, cases, todo, _LAYERNORM)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- GELU --------------------------------------------------------------------
+
+_GELU = {
+    "dinp": "with u = sqrt(2/pi) (x + 0.044715 x^3) and th = tanh(u), "
+    "dinp += dout * (0.5 (1 + th) + 0.5 x (1 - th^2) du/dx), "
+    "du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)",
+}
+
+
+def _gelu_case(rng) -> _Case:
+    B, T, C4 = 2, 3, 8
+    x = 1.5 * rng.standard_normal((B, T, C4))
+    # where the tanh and the erf GELU's derivatives differ most (|x| = 2),
+    # and far out, where tanh saturates
+    x[0, 0, :6] = [-4.0, -2.0, -1.0, 1.0, 2.0, 4.0]
+    dout = rng.standard_normal((B, T, C4))
+    _, cache = gelu_forward(x)
+
+    def forward(inp):
+        import torch.nn.functional as F
+
+        return F.gelu(inp, approximate="tanh")
+
+    right = _torch_vjp(forward, {"inp": x}, dout)["inp"]
+    s, c3 = math.sqrt(2.0 / math.pi), 0.044715
+    th = np.tanh(s * (x + c3 * x**3))
+    du = s * (1.0 + 3.0 * c3 * x**2)
+    erf = np.vectorize(math.erf)
+    exact = 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * np.exp(
+        -0.5 * x**2
+    ) / math.sqrt(2.0 * math.pi)
+    bugs = {
+        "dinp": [
+            (
+                dout * exact,
+                "it is the derivative of the exact (erf) GELU, "
+                "Phi(x) + x phi(x); this layer is the tanh approximation: "
+                "differentiate 0.5 x (1 + tanh(u)), "
+                "u = sqrt(2/pi) (x + 0.044715 x^3)",
+            ),
+            (
+                dout * 0.5 * (1.0 + th),
+                "it lacks the second term of the product rule, "
+                "0.5 x (1 - tanh(u)^2) du/dx",
+            ),
+            (
+                dout * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th**2)),
+                "it lacks the chain rule's du/dx = "
+                "sqrt(2/pi) (1 + 3 * 0.044715 x^2)",
+            ),
+            (
+                dout
+                * (
+                    0.5 * (1.0 + th)
+                    + 0.5 * x * (1.0 - th**2) * s * (1.0 + c3 * x**2)
+                ),
+                "du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2): the derivative "
+                "of x^3 is 3 x^2",
+            ),
+            (
+                dout * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th) * du),
+                "tanh'(u) = 1 - tanh(u)^2 (squared)",
+            ),
+            (
+                0.5 * (1.0 + th) + 0.5 * x * (1.0 - th**2) * du,
+                "it is the local derivative alone: multiply it by dout "
+                "(the chain rule)",
+            ),
+        ]
+    }
+    return _Case(
+        buffers=_buffers(rng, dinp=(B, T, C4)),
+        dout=dout,
+        cache=cache,
+        expected={"dinp": right},
+        shapes=f"shapes: dinp and dout (B, T, 4C) = {(B, T, C4)}",
+        bugs=bugs,
+    )
+
+
+def check_gelu_backward(fn, exercise: int = 2) -> Verdict:
+    """fn(dinp, dout, cache), like `layers.gelu_backward` (the tanh GELU):
+    it must add dinp into its buffer."""
+
+    def check(fn):
+        todo = "write gelu_backward(dinp, dout, cache)"
+        cases = [_gelu_case(np.random.default_rng(4))]
+        _run_layer_check(fn, cases, todo, _GELU)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- softmax + cross-entropy -------------------------------------------------
+
+_CROSSENTROPY = {
+    "dlogits": "dlogits += (probs - onehot(targets)) * dloss / (B*T)",
+}
+
+
+def _crossentropy_case(rng) -> _Case:
+    B, T, V = 2, 3, 5
+    logits = 2.0 * rng.standard_normal((B, T, V))
+    targets = rng.integers(0, V, size=(B, T))
+    dloss = 0.7  # not 1: a backward must use it
+    _, cache = crossentropy_softmax_forward(logits.copy(), targets)
+
+    def forward(logits, targets):
+        import torch.nn.functional as F
+
+        return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(-1))
+
+    right = _torch_vjp(forward, {"logits": logits, "targets": targets}, dloss)
+    probs = cache[0]
+    onehot = np.eye(V)[targets]
+    bugs = {
+        "dlogits": [
+            (
+                (probs - onehot) * dloss,
+                "it is not divided by B*T: the loss is the mean over the "
+                "B*T positions",
+            ),
+            (
+                (probs - onehot) * dloss / B,
+                "it is divided by B only: the loss is the mean over all "
+                "B*T positions",
+            ),
+            (
+                (probs - onehot) * dloss / T,
+                "it is divided by T only: the loss is the mean over all "
+                "B*T positions",
+            ),
+            (
+                probs * dloss / (B * T),
+                "it lacks the - onehot(targets) part: subtract "
+                "dloss / (B*T) at each position's target",
+            ),
+            (
+                probs * dloss / (B * T) - onehot,
+                "the one-hot part is not scaled: both parts are multiplied "
+                "by dloss / (B*T)",
+            ),
+            (
+                (probs - onehot) / (B * T),
+                "it ignores dloss: multiply by it (the chain rule; dloss is "
+                "1 only for the loss itself, here it is 0.7)",
+            ),
+        ]
+    }
+    return _Case(
+        buffers=_buffers(rng, dlogits=(B, T, V)),
+        dout=dloss,
+        cache=cache,
+        expected={"dlogits": right["logits"]},
+        shapes=f"shapes: dlogits (B, T, V) = {(B, T, V)}, dloss a float "
+        f"({dloss}), targets (B, T) = {(B, T)}",
+        bugs=bugs,
+    )
+
+
+def check_crossentropy_softmax_backward(fn, exercise: int = 3) -> Verdict:
+    """fn(dlogits, dloss, cache), like `layers.crossentropy_softmax_backward`:
+    it must add dlogits into its buffer."""
+
+    def check(fn):
+        todo = "write crossentropy_softmax_backward(dlogits, dloss, cache)"
+        cases = [_crossentropy_case(np.random.default_rng(5))]
+        _run_layer_check(fn, cases, todo, _CROSSENTROPY)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- attention ---------------------------------------------------------------
+
+
+def _attention_dinp(
+    inp,
+    dout,
+    n_head,
+    *,
+    mask=True,
+    softmax_term=True,
+    scale=True,
+    heads="right",
+    dv_transpose=True,
+    dk_transpose=True,
+):
+    """dinp of causal attention, and of its classic wrong versions: without
+    the mask in the recomputed weights, without the softmax VJP's
+    -sum(datt * att) term, without 1/sqrt(hs), with the heads split or
+    merged without the transpose (heads="split" or "merge"), with att in
+    place of att^T for dv, with ds in place of ds^T for dk."""
+    B, T, C3 = inp.shape
+    C = C3 // 3
+    hs = C // n_head
+
+    def split(x, right=True):  # (B, T, C) -> (B, NH, T, hs)
+        if right:
+            return x.reshape(B, T, n_head, hs).transpose(0, 2, 1, 3)
+        return x.reshape(B, n_head, T, hs)
+
+    def merge(x, right=True):  # (B, NH, T, hs) -> (B, T, C)
+        if right:
+            return x.transpose(0, 2, 1, 3).reshape(B, T, C)
+        return x.reshape(B, T, C)
+
+    q, k, v = (split(x) for x in np.split(inp, 3, axis=-1))
+    s = q @ k.swapaxes(-1, -2) / math.sqrt(hs)
+    if mask:
+        s = s + np.triu(np.full((T, T), -np.inf), k=1)
+    att = np.exp(s - s.max(axis=-1, keepdims=True))
+    att /= att.sum(axis=-1, keepdims=True)
+    dy = split(dout, heads != "split")
+    dv = (att.swapaxes(-1, -2) if dv_transpose else att) @ dy
+    datt = dy @ v.swapaxes(-1, -2)
+    if softmax_term:
+        ds = att * (datt - (datt * att).sum(axis=-1, keepdims=True))
+    else:
+        ds = att * datt
+    if scale:
+        ds = ds / math.sqrt(hs)
+    dq = ds @ k
+    dk = (ds.swapaxes(-1, -2) if dk_transpose else ds) @ q
+    return np.concatenate(
+        [merge(d, heads != "merge") for d in (dq, dk, dv)], axis=-1
+    )
+
+
+_ATTENTION = {
+    "dinp": "per head, with dy = dout split into heads: dv = att^T dy, "
+    "datt = dy v^T, ds = att * (datt - sum_j(datt * att)), "
+    "dq = ds k / sqrt(hs), dk = ds^T q / sqrt(hs); dq, dk, dv merged back "
+    "into the three thirds of dinp",
+}
+
+
+def _attention_case(rng) -> _Case:
+    B, T, NH, hs = 2, 4, 2, 3
+    C = NH * hs
+    inp = rng.standard_normal((B, T, 3 * C))
+    dout = rng.standard_normal((B, T, C))
+    _, cache = attention_forward(inp, NH)
+
+    def forward(inp):
+        import torch
+
+        q, k, v = (
+            t.view(B, T, NH, hs).transpose(1, 2) for t in inp.split(C, dim=2)
+        )
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        return (att @ v).transpose(1, 2).reshape(B, T, C)
+
+    right = _torch_vjp(forward, {"inp": inp}, dout)["inp"]
+    heads = (
+        "it splits or merges the heads in the wrong order: (B, T, C) -> "
+        "reshape (B, T, NH, hs) -> transpose (B, NH, T, hs), and back with "
+        "the inverse transpose, then reshape"
+    )
+    variants = [
+        (
+            {"mask": False},
+            "it matches attention without the causal mask: a position t "
+            "never looks at t2 > t, so those weights are 0 and so is their "
+            "gradient (use the cached att, or mask the recomputed scores)",
+        ),
+        (
+            {"softmax_term": False},
+            "it lacks the - sum_j(datt * att) term of the softmax's VJP: "
+            "ds = att * (datt - sum_j(datt * att)), row by row",
+        ),
+        (
+            {"scale": False},
+            "it lacks the 1/sqrt(hs) of the scores s = q k^T / sqrt(hs), in "
+            "dq and in dk",
+        ),
+        ({"heads": "split"}, heads),
+        ({"heads": "merge"}, heads),
+        ({"dv_transpose": False}, "dv = att^T dy: att transposed"),
+        ({"dk_transpose": False}, "dk = ds^T q / sqrt(hs): ds transposed"),
+    ]
+    bugs = {
+        "dinp": [
+            (_attention_dinp(inp, dout, NH, **flags), what)
+            for flags, what in variants
+        ]
+    }
+    return _Case(
+        buffers=_buffers(rng, dinp=(B, T, 3 * C)),
+        dout=dout,
+        cache=cache,
+        expected={"dinp": right},
+        shapes=f"shapes: dinp (B, T, 3C) = {(B, T, 3 * C)}, dout (B, T, C) = "
+        f"{(B, T, C)}, att (B, NH, T, T) = {(B, NH, T, T)}, n_head = {NH}",
+        bugs=bugs,
+    )
+
+
+def _wrong_thirds(name, added, right) -> str:
+    """Which of dinp's q, k, v thirds differ: "its dq and dk parts are
+    wrong"."""
+    parts = zip(
+        ("dq", "dk", "dv"),
+        np.split(added, 3, axis=-1),
+        np.split(right, 3, axis=-1),
+    )
+    wrong = [n for n, a, b in parts if not close(a, b, TOL)]
+    if not wrong:
+        return ""
+    listed = ", ".join(wrong[:-1]) + " and " if len(wrong) > 1 else ""
+    parts = "parts are" if len(wrong) > 1 else "part is"
+    return f"its {listed}{wrong[-1]} {parts} wrong"
+
+
+def check_attention_backward(fn, exercise: int = 4) -> Verdict:
+    """fn(dinp, dout, cache), like `layers.attention_backward` (causal,
+    multi-head, on the qkv matmul's output): it must add dinp (B, T, 3C)."""
+
+    def check(fn):
+        todo = "write attention_backward(dinp, dout, cache)"
+        cases = [_attention_case(np.random.default_rng(6))]
+        _run_layer_check(fn, cases, todo, _ATTENTION, detail=_wrong_thirds)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- encoder: token and position embeddings ----------------------------------
+
+_ENCODER = {
+    "dwte": "every (b, t) adds dout[b, t] into row inp[b, t] of dwte: "
+    "np.add.at(dwte, inp, dout)",
+    "dwpe": "dwpe[:T] += dout summed over the batch",
+}
+
+
+def _encoder_case(rng) -> _Case:
+    V, maxT, C = 7, 6, 3
+    inp = np.array([[1, 3, 1, 1], [3, 0, 1, 5]])  # token 1 four times, 3 twice
+    B, T = inp.shape
+    wte, wpe = rng.standard_normal((V, C)), rng.standard_normal((maxT, C))
+    dout = rng.standard_normal((B, T, C))
+    _, cache = encoder_forward(wte, wpe, inp)
+
+    def forward(wte, wpe, inp):
+        return wte[inp] + wpe[:T]
+
+    right = _torch_vjp(forward, {"wte": wte, "wpe": wpe, "inp": inp}, dout)
+    buffers = _buffers(rng, dwte=(V, C), dwpe=(maxT, C))
+    last_row = np.zeros((V, C))
+    last_row[inp] += dout  # what a buffered fancy-index add keeps
+    assigned = buffers["dwte"].copy()
+    assigned[inp] = dout  # what dwte[inp] = dout does
+    wpe_first, wpe_mean = np.zeros((maxT, C)), np.zeros((maxT, C))
+    wpe_first[:T], wpe_mean[:T] = dout[0], dout.mean(axis=0)
+    bugs = {
+        "dwte": [
+            (
+                last_row,
+                "with repeated tokens it keeps one contribution per row: "
+                "dwte[inp] += dout is a buffered fancy-index add, so a token "
+                "seen k times gets only one of its k rows of dout; use "
+                "np.add.at(dwte, inp, dout)",
+            ),
+            (
+                assigned - buffers["dwte"],
+                "it assigns the rows (dwte[inp] = dout): a row must collect "
+                "the gradient already in it and one dout[b, t] for every "
+                "time its token occurs; use np.add.at(dwte, inp, dout)",
+            ),
+        ],
+        "dwpe": [
+            (
+                wpe_first,
+                "it takes the first sequence only: wpe[t] is used by every "
+                "sequence of the batch, so sum dout over b",
+            ),
+            (wpe_mean, "it averages over the batch: sum dout over b"),
+        ],
+    }
+    return _Case(
+        buffers=buffers,
+        dout=dout,
+        cache=cache,
+        expected={"dwte": right["wte"], "dwpe": right["wpe"]},
+        shapes=f"shapes: dwte (V, C) = {(V, C)}, dwpe (maxT, C) = "
+        f"{(maxT, C)}, dout (B, T, C) = {(B, T, C)}, inp (B, T) = {(B, T)}",
+        bugs=bugs,
+    )
+
+
+def check_encoder_backward(fn, exercise: int = 5) -> Verdict:
+    """fn(dwte, dwpe, dout, cache), like `layers.encoder_backward`: it must add
+    the embeddings' gradients into the buffers (the cache is inp (B, T); its
+    tokens repeat, and T is shorter than wpe)."""
+
+    def check(fn):
+        todo = "write encoder_backward(dwte, dwpe, dout, cache)"
+        cases = [_encoder_case(np.random.default_rng(7))]
+        _run_layer_check(fn, cases, todo, _ENCODER)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- matmul ------------------------------------------------------------------
+
+_MATMUL = {
+    "dinp": "dinp += dout @ weight: (B, T, OC) @ (OC, C)",
+    "dweight": "dweight += dout^T @ inp summed over the B*T positions: "
+    "(OC, B*T) @ (B*T, C)",
+    "dbias": "dbias += dout summed over B and T",
+}
+
+
+def _matmul_case(rng, C: int, OC: int, with_bias: bool, label: str) -> _Case:
+    B, T = 2, 3
+    inp = rng.standard_normal((B, T, C))
+    weight = rng.standard_normal((OC, C))
+    bias = rng.standard_normal(OC) if with_bias else None
+    dout = rng.standard_normal((B, T, OC))
+    _, cache = matmul_forward(inp, weight, bias)
+
+    def forward(inp, weight, bias=None):
+        import torch.nn.functional as F
+
+        return F.linear(inp, weight, bias)
+
+    inputs = {"inp": inp, "weight": weight}
+    if with_bias:
+        inputs["bias"] = bias
+    grads = _torch_vjp(forward, inputs, dout)
+    inp2, dout2 = inp.reshape(-1, C), dout.reshape(-1, OC)
+    bugs = {
+        "dinp": [
+            (
+                dout @ weight.T,
+                "it multiplies dout by weight^T: out = inp @ weight^T, so "
+                "dinp = dout @ weight",
+            )
+        ]
+        if C == OC
+        else [],
+        "dweight": [
+            (
+                inp2.T @ dout2,
+                "it is transposed: dweight = dout^T @ inp has the shape of "
+                "weight, (OC, C)",
+            )
+        ]
+        if C == OC
+        else [],
+        "dbias": [
+            (
+                dout2.mean(axis=0),
+                "it averages over the positions: sum dout over B and T",
+            )
+        ],
+    }
+    bugs["dweight"].append(
+        (
+            dout[0].T @ inp[0],
+            "it sums over the first sequence only: sum over all B*T positions",
+        )
+    )
+    buffers = _buffers(rng, dinp=(B, T, C), dweight=(OC, C), dbias=(OC,))
+    expected = {"dinp": grads["inp"], "dweight": grads["weight"]}
+    if with_bias:
+        expected["dbias"] = grads["bias"]
+    else:
+        buffers["dbias"] = None
+    return _Case(
+        buffers=buffers,
+        dout=dout,
+        cache=cache,
+        expected=expected,
+        shapes=f"shapes: dinp (B, T, C) = {(B, T, C)}, dweight (OC, C) = "
+        f"{(OC, C)}, dbias (OC,) = {(OC,)}"
+        + ("" if with_bias else " or None")
+        + f", dout (B, T, OC) = {(B, T, OC)}",
+        label=label,
+        on_error=""
+        if with_bias
+        else "skip a buffer that is None: `if dbias is not None: dbias += ...`",
+        bugs=bugs,
+    )
+
+
+def check_matmul_backward(fn, exercise: int = 6) -> Verdict:
+    """fn(dinp, dweight, dbias, dout, cache), like `layers.matmul_backward`
+    (out = inp @ weight^T + bias, weight (OC, C)): it must add the three
+    gradients, and skip dbias when it is None (a matmul without bias, like
+    the LM head)."""
+
+    def check(fn):
+        todo = "write matmul_backward(dinp, dweight, dbias, dout, cache)"
+        rng = np.random.default_rng(8)
+        cases = [
+            _matmul_case(rng, 4, 4, True, "with a square weight (4, 4)"),
+            _matmul_case(rng, 4, 5, True, "with a weight of shape (5, 4)"),
+            _matmul_case(
+                rng, 4, 5, False, "with dbias=None (no bias, as the LM head)"
+            ),
+        ]
+        _run_layer_check(fn, cases, todo, _MATMUL)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- the whole model ---------------------------------------------------------
+
+
+def _capstone_model():
+    """A 2-layer float64 model with every parameter random (no ones or zeros
+    that would hide a bug), a batch whose tokens repeat, T < block_size."""
+    config = GPTConfig(vocab_size=11, block_size=6, n_layer=2, n_head=2, n_embd=8)
+    rng = np.random.default_rng(9)
+    params = init_params(config, seed=9, dtype=np.float64)
+    for name, p in params.items():
+        if name in ("ln1w", "ln2w", "lnfw"):
+            p[...] = 1.0 + 0.3 * rng.standard_normal(p.shape)
+        elif p.ndim == 1 or name.endswith("b"):
+            p[...] = 0.3 * rng.standard_normal(p.shape)
+        else:
+            fan_in = p.shape[-1]
+            p[...] = rng.standard_normal(p.shape) / math.sqrt(fan_in)
+    idx = rng.integers(0, config.vocab_size, size=(2, 5))
+    targets = rng.integers(0, config.vocab_size, size=(2, 5))
+    return config, params, idx, targets
+
+
+def _backward_order(config: GPTConfig) -> list[tuple[str, int | None]]:
+    """(parameter, block) in the order the backward computes them: the final
+    layernorm, the blocks from the last down to the first (each from its MLP
+    to its first layernorm), then the embeddings."""
+    order = [("lnfw", None), ("lnfb", None)]
+    # (ln1w, ln1b, qkvw, qkvb, ...) backward, each weight before its bias
+    pairs = [BLOCK_PARAMETERS[i : i + 2] for i in range(0, 12, 2)]
+    for l in reversed(range(config.n_layer)):
+        order += [(name, l) for pair in reversed(pairs) for name in pair]
+    return order + [("wpe", None), ("wte", None)]
+
+
+def _relative_error(ours, right) -> float:
+    scale = max(float(np.abs(ours).max()), float(np.abs(right).max()), 1e-12)
+    return float(np.abs(ours - right).max()) / scale
+
+
+def _wte_parts(params, config, idx, targets):
+    """PyTorch's wte gradient split into the LM head's and the embedding's."""
+    import torch
+
+    from ..gpt.reference import torch_gpt_loss
+
+    tp = {n: torch.tensor(p, requires_grad=True) for n, p in params.items()}
+    tp["lm_head"] = torch.tensor(params["wte"], requires_grad=True)
+    torch_gpt_loss(
+        tp, config, torch.as_tensor(idx), torch.as_tensor(targets)
+    ).backward()
+    return tp["lm_head"].grad.numpy(), tp["wte"].grad.numpy()
+
+
+def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
+    """fn(params, config, cache) -> a dict of gradients, one per parameter,
+    like `model.gpt_backward`: compared with PyTorch's autograd on a whole
+    2-layer model in float64 (`cache` from the book's `gpt_forward`)."""
+    from ..gpt.reference import torch_forward_backward
+
+    def check(fn):
+        todo = "write gpt_backward(params, config, cache) from your layers"
+        config, params, idx, targets = _capstone_model()
+        _, cache = gpt_forward(params, config, idx, targets)
+        params_before = {n: p.copy() for n, p in params.items()}
+        grads = attempt(fn, params, config, cache, todo=todo)
+        if not isinstance(grads, dict):
+            raise NotYet(
+                "return a dict of gradients, one per parameter (like "
+                f"params), not a {type(grads).__name__}"
+            )
+        missing = [n for n in params if n not in grads]
+        if missing:
+            raise NotYet(
+                f"return one gradient per parameter: {', '.join(missing)} "
+                "missing from your dict"
+            )
+        for name, p in params.items():
+            g = grads[name]
+            if not isinstance(g, np.ndarray) or g.shape != p.shape:
+                got = g.shape if isinstance(g, np.ndarray) else type(g).__name__
+                raise NotYet(
+                    f"grads[{name!r}] must be an array of the shape of "
+                    f"params[{name!r}], {p.shape}; got {got}"
+                )
+            if not np.isfinite(g).all():
+                raise NotYet(f"grads[{name!r}] holds nan or inf")
+        changed = [
+            n for n in params if not np.array_equal(params[n], params_before[n])
+        ]
+        if changed:
+            raise NotYet(
+                f"your gpt_backward changed params[{changed[0]!r}] in place: "
+                "a backward reads the parameters and leaves them as they are"
+            )
+        _, right = torch_forward_backward(params, config, idx, targets)
+        wrong = []
+        for name, block in _backward_order(config):
+            ours, theirs = grads[name], right[name]
+            if block is not None:
+                ours, theirs = ours[block], theirs[block]
+            error = _relative_error(ours, theirs)
+            if error >= GPT_TOL:
+                wrong.append((name, block, error))
+        if not wrong:
+            return
+        name, block, error = wrong[0]
+        where = (
+            f"grads[{name!r}][{block}] (block {block})"
+            if block is not None
+            else f"grads[{name!r}]"
+        )
+        text = (
+            f"{where} is wrong: largest relative error {error:.1e} "
+            f"(tolerance {GPT_TOL:.0e})"
+        )
+        if name == "wte":
+            head, embedding = _wte_parts(params, config, idx, targets)
+            if _relative_error(grads["wte"], head) < GPT_TOL:
+                text += (
+                    "; it holds the LM head's part only: add the embedding's "
+                    "(encoder_backward)"
+                )
+            elif _relative_error(grads["wte"], embedding) < GPT_TOL:
+                text += (
+                    "; it holds the embedding's part only: add the LM "
+                    "head's (the matmul backward of logits = lnf @ wte^T)"
+                )
+        elif len(wrong) > 1:
+            text += (
+                f"; it is the first wrong gradient going back from the loss "
+                f"(the {len(wrong) - 1} wrong after it may only inherit its "
+                "error): look at the backward calls between it and the "
+                "gradient computed just before it"
+            )
+        raise NotYet(text)
+
+    return run_check(exercise, check, fn)
