@@ -18,24 +18,32 @@ NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 # transformers never looks for the hub.
 export HF_HUB_OFFLINE := 1
 
-.PHONY: book test reader-suites computed-suites process-suites lint unit multiprocess package nbval nbval-profiles \
-        nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor clean distclean \
-        python-ok dot-ok chromium-ok
+.PHONY: book lab test reader-suites computed-suites process-suites lint unit multiprocess package nbval \
+        nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor \
+        clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
+# Read the chapters live: JupyterLab from .venv, whose widget extensions are
+# the ones the kernel's packages need (the steppers and self-checks run; a
+# JupyterLab from elsewhere shows their text instead).  The repository is its
+# root, so the notebooks' links to ../book/*.md open; it starts in notebooks/.
+# tests/browser/test_jupyterlab.py runs chapter 2 in it.
+lab: $(STAMP) dot-ok
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+
 # Five lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium
-# over it (mostly waiting on page loads, MathJax and axe, so it leaves CPU to
-# the others); the computing lane runs the unit tests and nbval (and, on a CPU
-# with AVX-512, nbval as on an AVX2 machine); two more run nbval as on an
-# older CPU, and every notebook as on Colab.  With those two in one lane it
-# was the longest (10 of a fresh clone's 10 minutes).  The process lane runs
-# the tests that start worker processes and torchrun (their time limits
-# start when the workers are up, so a busy machine slows them, never fails
-# them), then installs the wheel into an empty venv.  OpenMP's threads wait
+# over it and over chapter 2 run live in JupyterLab (mostly waiting on page
+# loads, MathJax and axe, so it leaves CPU to the others); the computing lane
+# runs the unit tests and nbval (and, on a CPU with AVX-512, nbval as on an
+# AVX2 machine); two more run nbval as on an older CPU, and every notebook as
+# on Colab (rendering each notebook's markdown as Colab does).  The process
+# lane runs the tests that start worker processes and torchrun (their time
+# limits start when the workers are up, so a busy machine slows them, never
+# fails them), then installs the wheel into an empty venv.  OpenMP's threads wait
 # passively (no spinning while another suite holds the core they wait for);
 # that changes no result, only how an idle thread waits.
 test: lint dot-ok chromium-ok

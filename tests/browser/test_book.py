@@ -57,19 +57,17 @@ def test_every_page_renders_offline(shared_page, page):
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_launch_buttons(page):
-    """Colab, Binder and download links point at this notebook in the
-    repository."""
+    """Colab and download links point at this notebook in the repository;
+    there is no Binder link (README: its image cannot be built reliably)."""
     repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
     branch = CONFIG["repository"]["branch"]
     assert (ROOT / f"{page}.ipynb").exists()
     html = (HTML / f"{page}.html").read_text()
     hrefs = set(re.findall(r'href="([^"]+)"', html))
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{page}.ipynb"
-    binder = (
-        f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{page}.ipynb"
-    )
     assert colab in hrefs, f"no Colab link {colab}"
-    assert binder in hrefs, f"no Binder link {binder}"
+    binder = [h for h in hrefs if "binder" in h.lower()]
+    assert not binder, f"a Binder link: {binder}"
     download = f"../_sources/{page}.ipynb"
     assert download in hrefs, f"no download link {download}"
     assert (HTML / "_sources" / f"{page}.ipynb").exists()

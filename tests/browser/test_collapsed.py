@@ -18,7 +18,11 @@ from .conftest import DEMO
 
 pytestmark = pytest.mark.browser
 
-KINDS = {"why": "Why", "hint": "Hint", "deeper": "Deeper: checking without a kernel"}
+KINDS = {
+    "why": "Why",
+    "hint": "Hint",
+    "deeper": "Deeper: checking without a kernel",
+}
 BLOCKS = "article details:is(.why, .hint, .deeper)"
 
 
@@ -65,7 +69,9 @@ def test_demo_blocks_are_closed_dropdowns_that_open_on_a_click(demo_page, mode):
         expect(body).to_be_hidden()
         assert "Click to show" in _style(block, "content", "::before")
         # the theme's admonition: info-coloured edge, title bar and bell
-        assert _style(block, "border-left-color") == _theme(page, "--pst-color-info")
+        assert _style(block, "border-left-color") == _theme(
+            page, "--pst-color-info"
+        )
         assert _style(summary, "background-color") == _theme(
             page, "--pst-color-info-bg"
         )
@@ -112,7 +118,5 @@ def test_chapter_why_opens_with_its_formulas(book_page):
     assert _math_typeset(first)
     p.page.mouse.move(0, 0)
     first.scroll_into_view_if_needed()
-    first.screenshot(
-        path=str(p.screenshot("chapter1_why_open", full_page=False))
-    )
+    first.screenshot(path=str(p.screenshot("chapter1_why_open", full_page=False)))
     p.assert_clean()
