@@ -11,6 +11,7 @@ One module per chapter topic (stable names, not chapter numbers):
     debugging_backward   debugging a backward pass
     backprop_at_scale    backprop at scale
     gpt2_full_size       GPT-2 at its real size
+    memory_and_precision memory and precision
 
 Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
 yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
