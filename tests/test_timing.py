@@ -32,3 +32,15 @@ def test_best_time_needs_a_positive_repeat(repeat):
         ValueError, match="best_time: repeat must be a positive int"
     ):
         best_time(lambda: None, repeat=repeat)
+
+
+def test_theoretical_peak_is_the_product_of_its_factors():
+    from backprop_lessons.timing import TheoreticalPeak, theoretical_peak
+
+    peak = TheoreticalPeak(
+        cores=4, fma_units=2, lanes=16, clock_ghz=2.5, flags="x"
+    )
+    assert peak.flops == 4 * 2 * 16 * 2 * 2.5e9
+    assert "= 640 GFLOP/s" in str(peak)
+    here = theoretical_peak(cores=1)
+    assert here is None or (here.cores == 1 and here.lanes in (4, 8, 16))

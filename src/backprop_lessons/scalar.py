@@ -216,7 +216,8 @@ class Value:
         return Value(y, "", (self,), (slope,), "relu")
 
     def tanh(self) -> Value:
-        # math.tanh is exact and never overflows; the textbook formula
+        # math.tanh (the C library's tanh) is accurate to within about an
+        # ulp, not exact, and never overflows; the textbook formula
         # (e^{2x} - 1) / (e^{2x} + 1) overflows for x around 355.
         t = math.tanh(self.data)
         return Value(t, "", (self,), (1.0 - t * t,), "tanh")  # tanh' = 1 - tanh^2

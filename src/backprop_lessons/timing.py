@@ -1,6 +1,7 @@
 """The one timing helper of the chapters: the best of a few runs.
 
     best_time(fn, repeat=5) -> seconds
+    theoretical_peak() -> TheoreticalPeak (the CPU's float32 peak, for MFU)
 
 A timing on a shared machine is the true cost plus whatever else the
 machine was doing; the fastest of several runs is the least disturbed, so
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .numerics import positive_int
 
-__all__ = ["best_time"]
+__all__ = ["best_time", "theoretical_peak", "TheoreticalPeak"]
 
 
 def best_time(fn: Callable[[], object], repeat: int = 5) -> float:
@@ -32,3 +34,61 @@ def best_time(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+@dataclass(frozen=True)
+class TheoreticalPeak:
+    """A CPU's theoretical float32 peak, derived from its flags and clock.
+
+    flops = cores x fma_units x lanes x 2 (an FMA is a multiply and an add)
+    x clock.  `lanes` is the float32 width of the widest vector instructions
+    the flags list (avx512f: 16, avx2 or avx: 8, else sse: 4); `fma_units`
+    is an assumption (2 per core on recent x86 server cores), and some cores
+    run 512-bit instructions as two 256-bit halves (AMD Zen 4), which halves
+    what the flags promise; `clock_ghz` is what /proc/cpuinfo reports, not
+    a boost clock.  This is the denominator of MFU as PaLM defines it; the
+    rate a matrix product reaches on the machine is a different, measured,
+    figure.
+    """
+
+    cores: int
+    fma_units: int
+    lanes: int
+    clock_ghz: float
+    flags: str
+
+    @property
+    def flops(self) -> float:
+        return self.cores * self.fma_units * self.lanes * 2 * self.clock_ghz * 1e9
+
+    def __str__(self) -> str:
+        return (
+            f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} "
+            f"float32 lanes ({self.flags}) x 2 x {self.clock_ghz:.2f} GHz "
+            f"= {self.flops / 1e9:.0f} GFLOP/s"
+        )
+
+
+def theoretical_peak(cores: int | None = None, fma_units: int = 2):
+    """The TheoreticalPeak of this machine's CPU (Linux: /proc/cpuinfo), or
+    None where the flags or the clock cannot be read.  `cores`: how many the
+    computation may use (default: the CPUs this process may run on)."""
+    import os
+    import re
+    from pathlib import Path
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    flags = set(re.search(r"^flags\s*:(.*)$", text, re.M).group(1).split())
+    mhz = re.search(r"^cpu MHz\s*:\s*([\d.]+)", text, re.M)
+    if not flags or mhz is None:
+        return None
+    widths = (("avx512f", 16), ("avx2", 8), ("avx", 8), ("sse", 4))
+    flag, lanes = next((f, n) for f, n in widths if f in flags or f == "sse")
+    if cores is None:
+        cores = len(os.sched_getaffinity(0))
+    return TheoreticalPeak(
+        cores, fma_units, lanes, float(mhz.group(1)) / 1e3, flag
+    )

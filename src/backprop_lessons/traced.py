@@ -97,7 +97,10 @@ def torch_backward_graphs(f, *inputs) -> TracedGraphs:
     once backward (the backward graph is made when it first runs).
     """
     import torch
-    from functorch.compile import aot_function, make_boxed_func
+
+    # AOTAutograd's home in PyTorch 2 (functorch.compile is the legacy
+    # re-export of the same functions from the functorch project)
+    from torch._functorch.aot_autograd import aot_function, make_boxed_func
 
     graphs = {}
 

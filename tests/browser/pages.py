@@ -48,6 +48,7 @@ ALL_CHAPTERS = {
     "notebooks/08_backprop_at_scale",
     "notebooks/09_gpt2_124m",
     "notebooks/appendix_microgpt",
+    "notebooks/10_memory_and_precision",
 }
 
 PENDING = {

@@ -13,6 +13,7 @@ One module per chapter topic (stable names, not chapter numbers):
     debugging_backward   debugging a backward pass
     backprop_at_scale    backprop at scale
     gpt2_full_size       GPT-2 at its real size
+    memory_and_precision memory and precision
     higher_order         derivatives of derivatives, function transforms
     model_parallel       the backward of model parallelism
 
