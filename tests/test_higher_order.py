@@ -65,9 +65,10 @@ def test_both_hvps_match_torch_on_random_graphs(graph, seed):
     g1, h1 = hvp_forward_over_reverse(fn, xs, v)
     g2, h2 = hvp_reverse_over_reverse(fn, xs, v)
     g_ref, h_ref = torch_hvp(fn, xs, v)
-    assert relative_error(g1, g_ref) < 1e-10 and relative_error(g2, g_ref) < 1e-10
-    assert relative_error(h1, h_ref) < 1e-9 and relative_error(h2, h_ref) < 1e-9
-    assert relative_error(h1, h2) < 1e-9
+    # The floor: a derivative that is 0 in exact arithmetic (x e^-x has
+    # f'' = 0 at x = 2) is round-off in each engine, ~1e-17.
+    for ours, ref in ((g1, g_ref), (g2, g_ref), (h1, h_ref), (h2, h_ref)):
+        assert relative_error(ours, ref, floor=1e-4) < 1e-9
 
 
 def test_gradient_keeps_the_number_type():

@@ -49,6 +49,7 @@ ALL_CHAPTERS = {
     "notebooks/09_gpt2_124m",
     "notebooks/appendix_microgpt",
     "notebooks/10_memory_and_precision",
+    "notebooks/11_higher_order",
 }
 
 PENDING = {
