@@ -62,7 +62,7 @@ unit: $(STAMP) dot-ok
 # workers free up (--no-loadscope-reorder keeps this order), and both workers
 # finish at about the same time.
 SLOW_NOTEBOOKS  := $(addprefix notebooks/,09_gpt2_124m.ipynb 06_gpt_backward.ipynb \
-                     08_backprop_at_scale.ipynb \
+                     08_backprop_at_scale.ipynb 12_model_parallel.ipynb \
                      07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
 NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
                    $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))

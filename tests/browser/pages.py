@@ -44,6 +44,7 @@ ALL_CHAPTERS = {
     "notebooks/07_debugging_backward",
     "notebooks/08_backprop_at_scale",
     "notebooks/09_gpt2_124m",
+    "notebooks/12_model_parallel",
 }
 
 PENDING = {
