@@ -437,3 +437,32 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(runs, name):
 @pytest.mark.multiprocess
 def test_no_process_is_left(runs, launcher):
     assert psutil.wait_procs(launcher.marked(), timeout=30)[1] == []
+
+
+def test_exercise_checks_tell_stub_wrong_and_right_apart():
+    from backprop_lessons.exercises import model_parallel as E
+
+    def stub(ws, *args):
+        raise NotImplementedError
+
+    assert E.check_all_gather_backward(stub).status == "not attempted yet"
+    own_block = E.check_all_gather_backward(
+        lambda ws: [w[: len(w) // len(ws)] for w in ws]
+    )
+    assert own_block.status == "not yet" and "dot-product" in own_block.hint
+    assert E.check_all_gather_backward(
+        lambda ws: list(np.split(np.sum(ws, axis=0), len(ws)))
+    ).correct
+    assert E.check_broadcast_backward(stub).status == "not attempted yet"
+    everyone = E.check_broadcast_backward(
+        lambda ws, src: [np.sum(ws, axis=0) for _ in ws]
+    )
+    assert everyone.status == "not yet"
+    assert E.check_broadcast_backward(
+        lambda ws, src: [
+            np.sum(ws, axis=0) if r == src else np.zeros_like(w)
+            for r, w in enumerate(ws)
+        ]
+    ).correct
+    short = E.check_broadcast_backward(lambda ws, src: ws[:1])
+    assert short.status == "not yet" and "one array per rank" in short.hint
