@@ -18,25 +18,29 @@ NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 # transformers never looks for the hub.
 export HF_HUB_OFFLINE := 1
 
-.PHONY: book test reader-suites computed-suites lint unit nbval nbval-profiles nbval-avx2 nbval-baseline nbval-load colab \
-        book-strict browser bench notebooks vendor clean distclean python-ok dot-ok chromium-ok
+.PHONY: book test reader-suites computed-suites process-suites lint unit multiprocess package nbval nbval-profiles \
+        nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor clean distclean \
+        python-ok dot-ok chromium-ok
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "The book is in _build/html (open _build/html/index.html)."
 
-# Four lanes side by side after the lint, each suite's output printed whole
+# Five lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium
 # over it (mostly waiting on page loads, MathJax and axe, so it leaves CPU to
 # the others); the computing lane runs the unit tests and nbval (and, on a CPU
 # with AVX-512, nbval as on an AVX2 machine); two more run nbval as on an
 # older CPU, and every notebook as on Colab.  With those two in one lane it
-# was the longest (10 of a fresh clone's 10 minutes).  OpenMP's threads wait
+# was the longest (10 of a fresh clone's 10 minutes).  The process lane runs
+# the tests that start worker processes and torchrun (their time limits
+# start when the workers are up, so a busy machine slows them, never fails
+# them), then installs the wheel into an empty venv.  OpenMP's threads wait
 # passively (no spinning while another suite holds the core they wait for);
 # that changes no result, only how an idle thread waits.
 test: lint dot-ok chromium-ok
 	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target \
-	    -j4 reader-suites computed-suites nbval-baseline colab
+	    -j5 reader-suites computed-suites process-suites nbval-baseline colab
 	@echo "make test: all suites passed."
 
 reader-suites: $(STAMP) dot-ok chromium-ok
@@ -45,18 +49,39 @@ reader-suites: $(STAMP) dot-ok chromium-ok
 computed-suites: $(STAMP) dot-ok
 	$(MAKE) --no-print-directory -j1 unit nbval $(if $(HAS_AVX512),nbval-avx2)
 
+process-suites: $(STAMP)
+	$(MAKE) --no-print-directory -j1 multiprocess package
+
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
-# `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`
+# `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`; then actionlint
+# on the GitHub workflows.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/actionlint .github/workflows/*.yml
 
 # The 124M-parameter check against transformers (marked full_size, 5 GB, ~45 s)
 # is chapter 9's notebook cell too, which nbval runs; `make unit` leaves the
 # test's copy out (run it with `pytest -m full_size tests`).
+# The tests that start processes (torch.distributed workers, torchrun) run
+# in `make multiprocess`, and the wheel's install in `make package`.
+# --dist loadfile keeps each file on one xdist worker: test_ddp_train and
+# test_model_parallel start their torchrun runs from a module fixture, which
+# every worker holding one of the module's tests would start again.
+MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/test_scale_out.py \
+                      tests/test_model_parallel.py
+
 unit: $(STAMP) dot-ok
-	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab -q -n 2 \
-	    --durations=8 -m "not full_size"
+	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
+	    $(addprefix --ignore=,$(MULTIPROCESS_TESTS)) -q -n 2 --durations=8 -m "not full_size"
+
+multiprocess: $(STAMP)
+	$(BIN)/pytest $(MULTIPROCESS_TESTS) -q -n 2 --dist loadfile --durations=4
+
+# The wheel built from this checkout, installed with its dependencies (from
+# PyPI, through pip's cache) into an empty venv: every engine must import.
+package: $(STAMP)
+	$(BIN)/pytest tests/package -q
 
 # nbval takes the longest notebooks first: xdist then hands out the rest as
 # workers free up (--no-loadscope-reorder keeps this order), and both workers
@@ -166,7 +191,7 @@ distclean: clean
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
 	touch $(STAMP)
 
 # apt-install PACKAGE WHAT: install a Debian package when running as root,

@@ -251,3 +251,31 @@ def test_value_raises_name_the_op(make, error, message):
     teaching choice); each message starts with the operation's name."""
     with pytest.raises(error, match=message):
         make()
+
+
+def test_relu_of_nan_is_nan_with_slope_1_in_every_engine():
+    """One rule for relu everywhere, PyTorch's: relu(nan) is nan, and the
+    gradient (or tangent) passes through it with slope 1."""
+    from backprop_lessons import microgpt
+    from backprop_lessons.forward_mode import Dual
+    from backprop_lessons.gpt import micro
+
+    expected = torch.relu(torch.tensor(math.nan, requires_grad=True))
+    expected.backward()  # PyTorch: nan, and slope 1 at nan
+    x = Value(math.nan)
+    v = x.relu()
+    v.backward()
+    assert math.isnan(v.data) and x.grad == 1.0
+    d = Dual(math.nan, 1.0).relu()
+    assert math.isnan(d.value) and d.tangent == 1.0
+    t = Tensor(np.array([math.nan, -1.0, 2.0]), requires_grad=True)
+    tr = t.relu()
+    tr.sum().backward()
+    assert np.isnan(tr.data[0]) and list(tr.data[1:]) == [0.0, 2.0]
+    assert list(t.grad) == [1.0, 0.0, 1.0]
+    assert math.isnan(microgpt._relu(math.nan))  # microgpt on floats
+    out, cache = micro.relu_forward(np.array([math.nan, -1.0, 2.0]))
+    assert np.isnan(out[0])
+    dinp = np.zeros(3)
+    micro.relu_backward(dinp, np.ones(3), cache)  # the NumPy twin
+    assert list(dinp) == [1.0, 0.0, 1.0]

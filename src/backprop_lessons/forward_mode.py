@@ -266,8 +266,9 @@ jvp_rules["log"] = log_jvp
 
 def relu_jvp(primals, tangents):
     (x,), (x_dot,) = primals, tangents
-    # The kink at 0 gets derivative 0, as in Value and PyTorch.
-    return (x, x_dot) if x > 0.0 else (0.0, 0.0)
+    # The kink at 0 gets derivative 0, as in Value and PyTorch; NaN stays
+    # NaN and passes its tangent on (slope 1), as in every engine here.
+    return (0.0, 0.0) if x <= 0.0 else (x, x_dot)
 
 
 jvp_rules["relu"] = relu_jvp

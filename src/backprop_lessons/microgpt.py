@@ -241,7 +241,8 @@ def _log(x):
 
 
 def _relu(x):
-    return x.relu() if isinstance(x, Value) else (x if x > 0.0 else 0.0)
+    # NaN stays NaN, as Value.relu (and PyTorch) keep it
+    return x.relu() if isinstance(x, Value) else (0.0 if x <= 0.0 else x)
 
 
 def _plain(x) -> float:

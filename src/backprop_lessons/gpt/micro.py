@@ -112,9 +112,9 @@ def relu_forward(inp):
 
 
 def relu_backward(dinp, dout, cache):
-    """dinp += dout where x > 0 (the kink at 0 gets 0, as Value.relu does).
-    dinp (B, T, 4C), dout (B, T, 4C)."""
-    dinp += np.where(cache > 0.0, dout, 0.0)
+    """dinp += dout where x > 0 or NaN (the kink at 0 gets 0, a NaN passes
+    dout on: Value.relu's rule).  dinp (B, T, 4C), dout (B, T, 4C)."""
+    dinp += np.where(cache <= 0.0, 0.0, dout)
 
 
 # ---- the model ---------------------------------------------------------------
