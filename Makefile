@@ -73,14 +73,18 @@ lint: $(STAMP)
 # test's copy out (run it with `pytest -m full_size tests`).
 # The tests that start processes (torch.distributed workers, torchrun) run
 # in `make multiprocess`, and the wheel's install in `make package`.
-MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/test_scale_out.py
+# --dist loadfile keeps each file on one xdist worker: test_ddp_train and
+# test_model_parallel start their torchrun runs from a module fixture, which
+# every worker holding one of the module's tests would start again.
+MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/test_scale_out.py \
+                      tests/test_model_parallel.py
 
 unit: $(STAMP) dot-ok
 	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
 	    $(addprefix --ignore=,$(MULTIPROCESS_TESTS)) -q -n 2 --durations=8 -m "not full_size"
 
 multiprocess: $(STAMP)
-	$(BIN)/pytest $(MULTIPROCESS_TESTS) -q -n 2 --durations=4
+	$(BIN)/pytest $(MULTIPROCESS_TESTS) -q -n 2 --dist loadfile --durations=4
 
 # The wheel built from this checkout, installed with its dependencies (from
 # PyPI, through pip's cache) into an empty venv: every engine must import.
@@ -91,7 +95,7 @@ package: $(STAMP)
 # workers free up (--no-loadscope-reorder keeps this order), and both workers
 # finish at about the same time.
 SLOW_NOTEBOOKS  := $(addprefix notebooks/,09_gpt2_124m.ipynb 06_gpt_backward.ipynb \
-                     08_backprop_at_scale.ipynb \
+                     08_backprop_at_scale.ipynb 12_model_parallel.ipynb \
                      07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
 NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
                    $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))

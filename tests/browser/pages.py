@@ -50,6 +50,7 @@ ALL_CHAPTERS = {
     "notebooks/appendix_microgpt",
     "notebooks/10_memory_and_precision",
     "notebooks/11_higher_order",
+    "notebooks/12_model_parallel",
 }
 
 PENDING = {

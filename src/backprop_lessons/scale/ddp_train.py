@@ -23,7 +23,11 @@ step; DDP's `no_sync()` on all but the last), `--fsdp` (FSDP2's
 `--checkpoint-dir DIR` (a `torch.distributed.checkpoint` after every step,
 `--resume` continues from the newest complete one), `--timeout SECONDS`
 (how long a collective may wait for the others), `--threads T` (torch
-threads per process, default 1: N processes on N cores).  Rank 0 prints one line
+threads per process, default 1: N processes on N cores).  Chapter 12's
+model parallelism, instead of data parallelism: `--tensor-parallel N`
+(Megatron's split of every block over N processes) or `--pipeline N` (N
+stages, `--schedule {gpipe,1f1b}`, `--micro-batches M`); see
+`scale.model_parallel_train`.  Rank 0 prints one line
 per step and, last, `final loss: <repr of the float>`: the mean loss of the
 trained model on a fixed evaluation batch.
 

@@ -282,16 +282,19 @@ def pipeline_run(
     backward_s=0.0,
     repeats=1,
 ):
-    """Forward and backward of the batch on `world` stages (one per rank);
-    each rank returns its gradients (after the last repeat), its loss (last
-    stage), its probe's timeline (seconds from a barrier before the step to
-    a barrier after it) and the activation bytes it held."""
+    """Forward and backward of the batch on `world` stages (one per rank),
+    `repeats` times after a warm-up step; each rank returns its gradients
+    (after the last repeat), its loss (last stage), its probe's timeline
+    (seconds from a barrier before the step to a barrier after it) and the
+    activation bytes it held."""
     probe = Probe(forward_s, backward_s)
     module = PipelineStageModule(params, config, rank, world, probe)
     pipe = make_schedule(schedule, module, rank, world, n_micro)
     group = dist.new_group([0, world - 1]) if world > 1 else None
     runs = []
-    for _ in range(repeats):
+    # Step 0 is a warm-up, not recorded: on its first step PyTorch's stage
+    # also runs a forward of its own to learn the shapes it will send.
+    for repeat in range(repeats + 1):
         module.zero_grad(set_to_none=True)
         probe.reset()
         dist.barrier()
@@ -299,6 +302,8 @@ def pipeline_run(
         loss = run_step(pipe, module, idx, targets, rank, world, group)
         dist.barrier()
         span = time.perf_counter() - t0
+        if repeat == 0:
+            continue
         runs.append(
             {
                 "span": span,

@@ -1,0 +1,468 @@
+"""Chapter 12's model parallelism on real processes: the collectives'
+backwards, Megatron tensor parallelism (by hand and with PyTorch's
+tensor-parallel API), the pipeline schedules, and the trainer's
+`--tensor-parallel 2` / `--pipeline 2` under torchrun.
+
+The tests marked `multiprocess` start processes that import torch (several
+seconds each on 2 shared cores); `make test` runs them in a lane of their
+own.  One module fixture starts every trainer run at once in the background
+(alone, tensor-parallel, both pipeline schedules, and a tensor-parallel and
+a pipeline run whose rank 1 dies after step 3); every process carries a
+marker in its environment, teardown kills any marked process still alive,
+and a test checks that none is left.  The worker functions run in one
+`run_workers` launch.
+
+Time limits: RUN_LIMIT is generous on purpose.  Two torchrun workers took
+30-60 s just to start on a loaded 2-core machine (see
+scale.distributed.STARTUP_LIMIT_S); the runs themselves take seconds.
+`run_workers`' own timeout starts once every worker is up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import psutil
+import pytest
+
+from backprop_lessons.gpt.model import GPTConfig, init_params
+from backprop_lessons.gpt.reference import torch_forward_backward
+from backprop_lessons.scale import collectives, pipeline, tensor_parallel
+from backprop_lessons.scale import ddp_train as T
+from backprop_lessons.scale import harness as H
+
+STEPS, CRASH_AFTER = 6, 3
+COMMON = [
+    "--steps",
+    str(STEPS),
+    "--seed",
+    "0",
+    "--dtype",
+    "float64",
+    "--timeout",
+    "30",
+]
+RUN_LIMIT = 300.0  # seconds; see the module docstring
+MARKER = "BACKPROP_LESSONS_MODEL_PARALLEL_RUN"
+FINAL = re.compile(r"final loss: (\S+)")
+CONFIG = GPTConfig(vocab_size=28, block_size=16, n_layer=2, n_head=2, n_embd=16)
+
+RUNS = {
+    "alone": [sys.executable, "-m", H.DDP_TRAIN, *COMMON],
+    "tensor": ["tp", "-m", H.DDP_TRAIN, *COMMON, "--tensor-parallel", "2"],
+    "tensor-accumulate": [
+        "tp",
+        "-m",
+        H.DDP_TRAIN,
+        *COMMON,
+        "--tensor-parallel",
+        "2",
+        "--accumulate",
+        "2",
+    ],
+    "1f1b": ["tp", "-m", H.DDP_TRAIN, *COMMON, "--pipeline", "2"],
+    "gpipe": [
+        "tp",
+        "-m",
+        H.DDP_TRAIN,
+        *COMMON,
+        "--pipeline",
+        "2",
+        "--schedule",
+        "gpipe",
+        "--micro-batches",
+        "8",
+    ],
+    "tensor-crash": [
+        "tp",
+        "-m",
+        H.HARNESS,
+        *COMMON,
+        "--tensor-parallel",
+        "2",
+        "--crash-rank",
+        "1",
+        "--crash-after-step",
+        str(CRASH_AFTER),
+    ],
+    "pipeline-crash": [
+        "tp",
+        "-m",
+        H.HARNESS,
+        *COMMON,
+        "--pipeline",
+        "2",
+        "--crash-rank",
+        "1",
+        "--crash-after-step",
+        str(CRASH_AFTER),
+    ],
+}
+
+
+def _argv(spec):
+    if spec[0] != "tp":
+        return spec
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        *spec[1:],
+    ]
+
+
+class Runs:
+    """Every run of RUNS started at once, each in a session of its own."""
+
+    def __init__(self, directory):
+        self.directory, self.marker = directory, uuid.uuid4().hex
+        self.procs = {}
+
+    def env(self):
+        return {
+            **os.environ,
+            MARKER: self.marker,
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "GLOO_SOCKET_IFNAME": "lo",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def start_all(self):
+        for name, spec in RUNS.items():
+            with (
+                open(self.directory / f"{name}.out", "w") as out,
+                open(self.directory / f"{name}.err", "w") as err,
+            ):
+                self.procs[name] = subprocess.Popen(
+                    _argv(spec),
+                    stdout=out,
+                    stderr=err,
+                    env=self.env(),
+                    start_new_session=True,
+                )
+        self.started = time.monotonic()
+
+    def wait(self, name):
+        proc = self.procs[name]
+        left = RUN_LIMIT - (time.monotonic() - self.started)
+        try:
+            proc.wait(timeout=max(left, 0.1))
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            pytest.fail(f"{name} still ran after {RUN_LIMIT} s: hung")
+        return H.Finished(
+            tuple(_argv(RUNS[name])),
+            proc.returncode,
+            (self.directory / f"{name}.out").read_text(),
+            (self.directory / f"{name}.err").read_text(),
+        )
+
+    def marked(self):
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if (
+                    p.environ().get(MARKER) == self.marker
+                    and p.status() != psutil.STATUS_ZOMBIE
+                ):
+                    found.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def kill_all(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for p in self.marked():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        for proc in self.procs.values():
+            proc.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def launcher(request, tmp_path_factory):
+    """Starts the trainer runs when the module starts, if a selected test
+    needs them; kills whatever is left at the end."""
+    runs = Runs(tmp_path_factory.mktemp("model_parallel_runs"))
+    if any(
+        "runs" in item.fixturenames
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    ):
+        runs.start_all()
+    yield runs
+    runs.kill_all()
+    assert psutil.wait_procs(runs.marked(), timeout=10)[1] == []
+
+
+@pytest.fixture(scope="module")
+def runs(launcher):
+    return {name: launcher.wait(name) for name in RUNS}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    params = init_params(CONFIG, seed=0, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 28, (8, 16))
+    y = rng.integers(0, 28, (8, 16))
+    return params, x, y, torch_forward_backward(params, CONFIG, x, y)
+
+
+@pytest.fixture(scope="module")
+def ranks(problem):
+    """Every worker function of the chapter, in one launch of two ranks."""
+    from backprop_lessons.scale import distributed
+
+    params, x, y, _ = problem
+    tasks = {
+        "collectives": (collectives.check_collective_vjps, ()),
+        "manual": (
+            tensor_parallel.tp_gradients,
+            (params, CONFIG, x, y, "manual"),
+        ),
+        "dtensor": (
+            tensor_parallel.tp_gradients,
+            (params, CONFIG, x, y, "dtensor"),
+        ),
+        "gpipe": (pipeline.pipeline_run, (params, CONFIG, x, y, "gpipe", 4)),
+        "1f1b": (pipeline.pipeline_run, (params, CONFIG, x, y, "1f1b", 4)),
+    }
+    return distributed.run_workers(
+        distributed.run_tasks, tasks, world_size=2, timeout=120
+    )
+
+
+# ---------------------------------------------------------------------------
+# In this process
+# ---------------------------------------------------------------------------
+
+
+def test_qkv_rows_give_each_rank_its_heads_q_k_v():
+    rows = tensor_parallel.qkv_rows(16, 4, 2)
+    assert sorted(rows) == list(range(48))
+    assert rows[:24].tolist() == [*range(0, 8), *range(16, 24), *range(32, 40)]
+
+
+def test_single_mode_is_the_reference_model(problem):
+    params, x, y, (ref_loss, ref) = problem
+    out = tensor_parallel.tp_gradients(0, 1, params, CONFIG, x, y, "single")
+    assert out["loss"] == pytest.approx(ref_loss, rel=1e-14)
+    for name, g in ref.items():
+        np.testing.assert_allclose(
+            out["grads"][name], g, rtol=1e-12, atol=1e-15, err_msg=name
+        )
+
+
+def test_bad_splits_are_clear_errors():
+    params = init_params(CONFIG, seed=0, dtype=np.float64)
+    with pytest.raises(ValueError, match="2 heads do not split over 3 ranks"):
+        tensor_parallel.TPBlock(params, 0, CONFIG, "manual", 0, 3)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        tensor_parallel.TPBlock(params, 0, CONFIG, "sharded")
+    with pytest.raises(ValueError, match="2 blocks do not split into 3"):
+        pipeline.stage_layers(CONFIG, 0, 3)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        pipeline.in_flight("interleaved", 2, 4, 0)
+
+
+def test_bubble_and_in_flight_formulas():
+    assert pipeline.bubble_fraction(2, 4) == pytest.approx(0.2)
+    assert pipeline.bubble_fraction(4, 1) == pytest.approx(0.75)
+    assert [pipeline.in_flight("1f1b", 4, 8, s) for s in range(4)] == [4, 3, 2, 1]
+    assert pipeline.in_flight("gpipe", 4, 8, 3) == 8
+    assert pipeline.in_flight("1f1b", 4, 2, 0) == 2
+
+
+def test_comm_per_step_counts():
+    c = tensor_parallel.comm_per_step(CONFIG, 128, 7296)
+    assert c == {"tensor parallel": 4 * 2 * 128 * 16, "data parallel (DDP)": 7296}
+
+
+def test_trainer_options_are_checked():
+    with pytest.raises(ValueError, match="do not combine"):
+        T.TrainOptions(tensor_parallel=2, pipeline=2)
+    with pytest.raises(ValueError, match="--fsdp is data parallelism"):
+        T.TrainOptions(tensor_parallel=2, fsdp=True)
+    with pytest.raises(ValueError, match="leave --accumulate at 1"):
+        T.TrainOptions(pipeline=2, accumulate=2)
+    with pytest.raises(ValueError, match="schedule must be"):
+        T.TrainOptions(schedule="zero-bubble")
+    with pytest.raises(ValueError, match="needs exactly 2 processes"):
+        T.TrainOptions(tensor_parallel=2).check_world(4)
+    with pytest.raises(ValueError, match="3 equal micro-batches"):
+        T.TrainOptions(pipeline=2, micro_batches=3).check_world(2)
+    assert T.TrainOptions(pipeline=2).check_world(2) == 2
+
+
+# ---------------------------------------------------------------------------
+# On two ranks (run_workers)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.multiprocess
+def test_collective_backwards_match_finite_differences_and_torch(ranks):
+    for r in ranks:
+        for name in ("all-reduce", "all-gather", "reduce-scatter", "broadcast"):
+            row = r["collectives"][name]
+            np.testing.assert_allclose(
+                row["derived"], row["numeric"], rtol=0, atol=1e-9, err_msg=name
+            )
+            np.testing.assert_array_equal(
+                row["derived"], row["torch"], err_msg=name
+            )
+        fg = r["collectives"]["f and g"]
+        np.testing.assert_allclose(fg["derived"], fg["numeric"], atol=1e-9)
+        np.testing.assert_allclose(
+            fg["all-reduce as g"], 2 * fg["derived"], rtol=1e-14
+        )
+    assert not ranks[1]["collectives"]["broadcast"]["derived"].any()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("mode", ["manual", "dtensor"])
+def test_tensor_parallel_gradients_equal_one_process(ranks, problem, mode):
+    _, x, _, (ref_loss, ref) = problem
+    for r in ranks:
+        out = r[mode]
+        assert out["loss"] == pytest.approx(ref_loss, rel=1e-13)
+        for name, g in ref.items():
+            np.testing.assert_allclose(
+                out["grads"][name], g, rtol=1e-11, atol=1e-15, err_msg=name
+            )
+    tokens = x.size
+    if mode == "manual":
+        assert ranks[0][mode]["comm"] == {"all-reduce": 4 * 2 * tokens * 16}
+    else:
+        assert ranks[0][mode]["comm"] == {"all_reduce": 8}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_pipeline_gradients_order_and_memory(ranks, problem, schedule):
+    _, _, _, (ref_loss, ref) = problem
+    assert ranks[1][schedule]["loss"] == pytest.approx(ref_loss, rel=1e-13)
+    grads = {}
+    for r in ranks:
+        for name, g in r[schedule]["grads"].items():
+            if isinstance(g, dict):
+                grads.setdefault(name, {}).update(g)
+            else:
+                grads[name] = g
+    for name, g in ref.items():
+        got = grads[name]
+        if isinstance(got, dict):
+            got = np.stack([got[l] for l in range(CONFIG.n_layer)])
+        np.testing.assert_allclose(got, g, rtol=1e-11, atol=1e-15, err_msg=name)
+    np.testing.assert_array_equal(
+        ranks[0][schedule]["grads"]["wte"], ranks[1][schedule]["grads"]["wte"]
+    )
+    orders = [r[schedule]["order"] for r in ranks]
+    if schedule == "gpipe":
+        assert (
+            orders[0]
+            == orders[1]
+            == ["F0", "F1", "F2", "F3", "B0", "B1", "B2", "B3"]
+        )
+    else:
+        assert orders[0] == ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"]
+        assert orders[1] == ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
+    for stage, r in enumerate(ranks):
+        held, rest = divmod(
+            r[schedule]["peak_bytes"], r[schedule]["per_micro_bytes"]
+        )
+        assert rest == 0
+        assert held == pipeline.in_flight(schedule, 2, 4, stage)
+
+
+# ---------------------------------------------------------------------------
+# The trainer under torchrun
+# ---------------------------------------------------------------------------
+
+
+def _final(run):
+    assert run.returncode == 0, run.stderr[-3000:]
+    match = FINAL.fullmatch(run.stdout.strip().splitlines()[-1])
+    assert match, run.stdout[-2000:]
+    return float(match.group(1))
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("name", ["tensor", "tensor-accumulate", "1f1b", "gpipe"])
+def test_model_parallel_runs_reach_the_single_process_loss(runs, name):
+    alone = _final(runs["alone"])
+    assert _final(runs[name]) == pytest.approx(alone, rel=1e-10)
+
+
+@pytest.mark.multiprocess
+def test_each_way_says_what_it_is(runs):
+    assert (
+        "tensor parallel over 2 ranks (1 of 2 heads each)"
+        in runs["tensor"].stdout
+    )
+    assert "pipeline of 2 stages (1f1b, 4 micro-batches" in runs["1f1b"].stdout
+    assert "pipeline of 2 stages (gpipe, 8 micro-batches" in runs["gpipe"].stdout
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("name", ["tensor-crash", "pipeline-crash"])
+def test_a_dying_worker_ends_the_run_with_a_clear_error(runs, name):
+    crash = runs[name]
+    assert crash.returncode != 0, crash.stdout
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
+    assert "final loss" not in crash.stdout
+    assert crash.root_cause() == {
+        "rank": 1,
+        "exitcode": -9,
+        "signal": "SIGKILL",
+    }, crash.stderr[-3000:]
+
+
+@pytest.mark.multiprocess
+def test_no_process_is_left(runs, launcher):
+    assert psutil.wait_procs(launcher.marked(), timeout=30)[1] == []
+
+
+def test_exercise_checks_tell_stub_wrong_and_right_apart():
+    from backprop_lessons.exercises import model_parallel as E
+
+    def stub(ws, *args):
+        raise NotImplementedError
+
+    assert E.check_all_gather_backward(stub).status == "not attempted yet"
+    own_block = E.check_all_gather_backward(
+        lambda ws: [w[: len(w) // len(ws)] for w in ws]
+    )
+    assert own_block.status == "not yet" and "dot-product" in own_block.hint
+    assert E.check_all_gather_backward(
+        lambda ws: list(np.split(np.sum(ws, axis=0), len(ws)))
+    ).correct
+    assert E.check_broadcast_backward(stub).status == "not attempted yet"
+    everyone = E.check_broadcast_backward(
+        lambda ws, src: [np.sum(ws, axis=0) for _ in ws]
+    )
+    assert everyone.status == "not yet"
+    assert E.check_broadcast_backward(
+        lambda ws, src: [
+            np.sum(ws, axis=0) if r == src else np.zeros_like(w)
+            for r, w in enumerate(ws)
+        ]
+    ).correct
+    short = E.check_broadcast_backward(lambda ws, src: ws[:1])
+    assert short.status == "not yet" and "one array per rank" in short.hint
