@@ -76,6 +76,12 @@ class Ops:
             return x.log_softmax(axis)
         return torch.log_softmax(x, axis)
 
+    def index(self, x, index):
+        return x[index] if self.lib == "tensor" else x[torch.from_numpy(index)]
+
+    def T(self, x):
+        return x.T if self.lib == "tensor" else x.mT
+
     def cross_entropy(self, z, y):
         if self.lib == "tensor":
             return cross_entropy(z, y)
@@ -513,3 +519,41 @@ def test_inplace_change_before_double_backward_is_caught():
     z.data -= 1.0
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         grad(loss, [z], create_graph=True)
+
+
+# ---- the other forms of the operations ----------------------------------------
+
+MASK = np.array([[True, False, True], [False, True, True]])
+FORMS = [
+    ("max all", lambda o, a: o.amax(a * a, None, False) * a, [(2, 3)]),
+    ("mean all", lambda o, a: (a * a).mean() * a, [(2, 3)]),
+    ("sum axes kept", lambda o, a: o.sum(a * a, (0, 2), True) * a, [(2, 3, 4)]),
+    ("mask index", lambda o, a: o.index(a * a, MASK).tanh(), [(2, 3)]),
+    ("slices", lambda o, a: (a * a)[:, 1:3].sigmoid() * a[:, :2], [(2, 3)]),
+    ("int index", lambda o, a: (a * a)[1] * a, [(3, 2)]),
+    ("softmax axis 0", lambda o, a: o.softmax(a * a, 0), [(3, 4)]),
+    ("log_softmax axis 0", lambda o, a: o.log_softmax(a * a, 0), [(3, 4)]),
+    (
+        "batched matmul",
+        lambda o, a, b: (a @ b).tanh() @ b,
+        [(2, 1, 3, 3), (4, 3, 3)],
+    ),
+    ("transpose .T", lambda o, a, b: (o.T(a) @ b).exp(), [(3, 2), (3, 2)]),
+    ("numbers on the left", lambda o, a: 2.0 / (a * a + 1) - 3.0 * a, [(3,)]),
+    ("pow 2.5", lambda o, a: (a * a + 1) ** 2.5, [(3,)]),
+    ("relu", lambda o, a: (a * a - 0.5).relu() * a, [(5,)]),
+]
+
+
+@pytest.mark.parametrize("name,f,shapes", FORMS, ids=[f[0] for f in FORMS])
+def test_hvp_of_other_forms_matches_torch(name, f, shapes):
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(s) for s in shapes]
+
+    def program(ops, leaves):
+        return f(ops, *leaves)
+
+    g1, h1 = hvp("tensor", arrays, program, 7)
+    g2, h2 = hvp("torch", arrays, program, 7)
+    assert_close(g1, g2)
+    assert_close(h1, h2)
