@@ -1,4 +1,4 @@
-"""The package's import direction (DESIGN.md): engines never import torch,
+"""The package's import direction (ARCHITECTURE.md): engines never import torch,
 transformers, the drawing libraries, the widgets or the modules built on them.
 
 Checked by reading each engine's source, so that an import inside a function
