@@ -1,4 +1,4 @@
-"""The package's import direction (DESIGN.md): engines never import torch,
+"""The package's import direction (ARCHITECTURE.md): engines never import torch,
 transformers, the drawing libraries, the widgets or the modules built on them.
 
 Checked by reading each engine's source, so that an import inside a function
@@ -25,7 +25,9 @@ ENGINES = [
     "tensor.py",
     "mlp3.py",
     "deep_mlp.py",
-    "microgpt.py",
+    "microgpt/__init__.py",
+    "microgpt/model.py",
+    "microgpt/measure.py",
     "numerics.py",
     "example_graphs.py",
     "graph_stats.py",

@@ -1,4 +1,4 @@
-"""Every chapter notebook follows the book's conventions (DESIGN.md)."""
+"""Every chapter notebook follows the book's conventions (ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def test_shown_package_source_fits_the_page(path):
     )
 
 
-# ---- outputs that travel (DESIGN.md: "Round-off is printed against its
+# ---- outputs that travel (ARCHITECTURE.md: "Round-off is printed against its
 # tolerance") ----
 
 CHECK_PRINTOUT = re.compile(r":\s*(True|False)\s*$", flags=re.M)

@@ -9,7 +9,8 @@ Engines (NumPy and the standard library only: no drawing, widgets or torch):
     mlp3            ThreeLayerMLP with a hand-derived backward
     deep_mlp        deep sigmoid/ReLU nets for the vanishing-gradient experiment
     gpt             a GPT-2-style model with hand-written layer backwards
-    microgpt        microgpt's GPT on the scalar engine
+    microgpt        microgpt's GPT on the scalar engine (model) and the
+                    chapter's measurements of it (measure)
     numerics        the formulas several engines share (stable sigmoid,
                     softmax, log-softmax, one-hot) and the size checks
 Measuring, comparing, showing:

@@ -452,28 +452,13 @@ def measure_memory(fn: Callable, *args, **kwargs) -> MemoryReport:
 
     `tracemalloc` cannot do this: torch's allocator does not report to it.
     """
-    from torch._C._profiler import _EventType
     from torch.autograd import profiler
+
+    from .torch_private import cpu_allocations
 
     with _quiet_native_stderr(), profiler.profile(profile_memory=True) as prof:
         result = fn(*args, **kwargs)
-    events = []
-    stack = list(prof.kineto_results.experimental_event_tree())
-    while stack:
-        event = stack.pop()
-        stack.extend(event.children)
-        if (
-            event.typed[0] == _EventType.Allocation
-            and event.typed[1].device.type == "cpu"
-        ):
-            events.append(
-                (
-                    event.start_time_ns,
-                    event.typed[1].ptr,
-                    event.typed[1].alloc_size,
-                )
-            )
-    events.sort(key=lambda e: e[0])
+    events = sorted(cpu_allocations(prof), key=lambda e: e[0])
     live: dict[int, int] = {}
     current = peak = count = 0
     for _, ptr, size in events:

@@ -143,7 +143,7 @@ def _layer(params, l: int, name: str):
 def micro_forward(params, config: MicroGPTConfig, tokens):
     """The mean cross-entropy of `tokens` (T + 1 ids: [BOS, ..., BOS]) and
     the cache for `micro_backward`.  Each line is one layer of
-    `backprop_lessons.microgpt.forward_token`, for all T positions at once.
+    `backprop_lessons.microgpt.model.forward_token`, for all T positions at once.
     """
     idx, targets = _check_tokens(tokens, config)  # (1, T) each
     p, NH, cache = params, config.n_head, {"blocks": []}

@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 
 from ..gpt.model import GPTConfig, parameter_shapes
+from ..torch_private import ddp_buckets, trace_start_ns
 from .backward_cost import count_flops, gpt_flops_formula
 from .ddp_train import (
     TrainOptions,
@@ -183,7 +184,7 @@ def no_sync_accumulation(
             counts.append(launched[0])
         out[how] = {"grads": full_gradients(ddp), "allreduces": counts}
     del out["warm-up"]
-    out["buckets"] = len(ddp.reducer._get_zeros_like_grad_buckets())
+    out["buckets"] = len(ddp_buckets(ddp))
     return out
 
 
@@ -485,7 +486,7 @@ def profile_ddp_steps(
     `bucket_cap_mb` is DDP's bucket size cap: a small one gives several
     buckets (about one per transformer block here), so the first can be sent
     while backward still computes the earlier blocks.  (The bucket contents
-    are read from DDP's reducer, `_get_zeros_like_grad_buckets`, which DDP's
+    are read from DDP's reducer (`torch_private.ddp_buckets`), which DDP's
     own tests use.)
     """
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -511,7 +512,7 @@ def profile_ddp_steps(
             [names[id(p)] for p in b.parameters()],
             b.buffer().numel() * b.buffer().element_size(),
         )
-        for b in ddp.reducer._get_zeros_like_grad_buckets()
+        for b in ddp_buckets(ddp)
     ]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for s in range(steps):
@@ -525,7 +526,7 @@ def profile_ddp_steps(
                 with record_function("optimizer"):
                     optimizer.step()
     # event times are microseconds after the trace started, at trace_start
-    start_ns = prof.profiler.kineto_results.trace_start_ns()
+    start_ns = trace_start_ns(prof)
     return _step_traces(prof.events(), rank, steps, start_ns, buckets)
 
 

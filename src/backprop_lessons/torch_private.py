@@ -1,0 +1,74 @@
+"""Every private PyTorch API the package calls, in one place.
+
+Written against PyTorch 2.13.0 (`WRITTEN_AGAINST`).  Private APIs change
+without notice: when PyTorch is upgraded, `tests/test_torch_private.py`
+fails with the name of whatever disappeared, and only this file needs
+fixing.  Used by `debug.measure_memory` (the profiler's allocation events)
+and `scale.scale_out` (DDP's buckets, the profiler's trace start).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WRITTEN_AGAINST",
+    "cpu_allocations",
+    "ddp_buckets",
+    "trace_start_ns",
+    "missing",
+]
+
+WRITTEN_AGAINST = "2.13.0"
+
+
+def cpu_allocations(prof) -> list[tuple[int, int, int]]:
+    """(time ns, address, bytes) of every CPU allocation (bytes > 0) and
+    free (bytes < 0) a `torch.autograd.profiler.profile(profile_memory=True)`
+    recorded, in the order of its event tree (sort by time to replay)."""
+    from torch._C._profiler import _EventType
+
+    events = []
+    stack = list(prof.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        stack.extend(event.children)
+        kind, extra = event.typed
+        if kind == _EventType.Allocation and extra.device.type == "cpu":
+            events.append((event.start_time_ns, extra.ptr, extra.alloc_size))
+    return events
+
+
+def ddp_buckets(ddp) -> list:
+    """DDP's current gradient buckets (each has `.parameters()` and
+    `.buffer()`), from its reducer."""
+    return list(ddp.reducer._get_zeros_like_grad_buckets())
+
+
+def trace_start_ns(prof) -> int:
+    """When a `torch.profiler.profile` trace started, in ns (its events'
+    times are microseconds after this)."""
+    return prof.profiler.kineto_results.trace_start_ns()
+
+
+def missing() -> list[str]:
+    """The private names above that this PyTorch no longer has."""
+    import torch
+    import torch._C._profiler as profiler_c
+    from torch.autograd.profiler import profile
+    from torch.nn.parallel import DistributedDataParallel
+
+    gone = []
+    if not hasattr(profiler_c, "_EventType") or not hasattr(
+        profiler_c._EventType, "Allocation"
+    ):
+        gone.append("torch._C._profiler._EventType.Allocation")
+    with profile(profile_memory=True) as prof:
+        torch.ones(4)
+    results = getattr(prof, "kineto_results", None)
+    for name in ("experimental_event_tree", "trace_start_ns"):
+        if not hasattr(results, name):
+            gone.append(f"profiler kineto_results.{name}")
+    reducer = getattr(torch._C._distributed_c10d, "Reducer", None)
+    if reducer is None or not hasattr(reducer, "_get_zeros_like_grad_buckets"):
+        gone.append("DDP reducer._get_zeros_like_grad_buckets")
+    del DistributedDataParallel
+    return gone
