@@ -52,6 +52,8 @@ __all__ = [
     "one_of",
     "entries_of",
     "length_is",
+    "rows_of",
+    "in_range",
     "format_fixed",
 ]
 
@@ -247,6 +249,22 @@ def length_is(op: str, name: str, items, n: int):
     if len(items) == n:
         return items
     raise ValueError(f"{op}: expected {n} {name}, got {len(items)}")
+
+
+def rows_of(op: str, name: str, arr: np.ndarray, width: int) -> np.ndarray:
+    """`arr` if it is 2-D with `width` columns (B, width), else a ValueError."""
+    if arr.ndim == 2 and arr.shape[1] == width:
+        return arr
+    raise ValueError(
+        f"{op}: {name} must have shape (B, {width}), got {arr.shape}"
+    )
+
+
+def in_range(op: str, name: str, value, lo, hi):
+    """`value` if lo <= value <= hi, else a ValueError naming the range."""
+    if lo <= value <= hi:
+        return value
+    raise ValueError(f"{op}: {name} must lie in [{lo}, {hi}], got {value}")
 
 
 def format_fixed(x: float, digits: int) -> str:
