@@ -23,6 +23,7 @@ from backprop_lessons.numerics import class_labels, real_number, token_ids
 from backprop_lessons.scalar import Value, topological_order
 from backprop_lessons.scalar_nn import MLP, Layer, Neuron
 from backprop_lessons.tensor import Tensor, cross_entropy, softmax
+from value_pickling import shallow_copy  # also registers Value's pickling
 
 # ---- Tensor ------------------------------------------------------------------
 
@@ -241,7 +242,7 @@ def test_deep_graphs_copy_and_pickle(clone):
 
 def test_shallow_copy_shares_the_inputs():
     x, y = chain(3)
-    y2 = copy.copy(y)
+    y2 = shallow_copy(y)
     assert y2 is not y and y2._children is y._children and y2.data == y.data
 
 

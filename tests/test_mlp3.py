@@ -244,8 +244,11 @@ def test_forward_rejects_bad_inputs(X, match):
             np.array([0, -1, 2, 2]),
             r"backward: labels must lie in \[0, 3\), got values from -1 to 2",
         ),
-        (np.array([0, 1, 2]), r"backward: 3 labels for a batch of 4"),
-        (np.array([0.0, 1.0, 2.0, 1.0]), r"1-D labels must be integer classes"),
+        (np.array([0, 1, 2]), r"backward: 3 labels for 4 rows"),
+        (
+            np.array([0.0, 1.0, 2.0, 1.0]),
+            r"labels must be a 1-D array of integer classes",
+        ),
         (
             np.zeros((4, 2)),
             r"backward: Y must be integer labels \(4,\) or one-hot rows "

@@ -29,12 +29,14 @@ import numpy as np
 
 from .numerics import (
     class_labels,
+    in_range,
     instance_of,
     log_softmax,
     one_hot,
     positive_int,
     real_array,
     real_number,
+    rows_of,
     sigmoid,
 )
 
@@ -103,12 +105,8 @@ class ThreeLayerMLP:
     def forward(self, X) -> np.ndarray:
         """Class probabilities Y_hat (B, d3) for inputs X (B, d0); keeps what
         backward needs."""
-        X = real_array("ThreeLayerMLP.forward", "X", X)
-        if X.ndim != 2 or X.shape[1] != self.d0:
-            raise ValueError(
-                "ThreeLayerMLP.forward: X must have shape "
-                f"(B, {self.d0}), got {X.shape}"
-            )
+        op = "ThreeLayerMLP.forward"
+        X = rows_of(op, "X", real_array(op, "X", X), self.d0)
         if X.shape[0] == 0:
             raise ValueError("ThreeLayerMLP.forward: X is an empty batch (B = 0)")
         X = X.astype(self.dtype, copy=False)  # (B, d0)
@@ -140,21 +138,8 @@ class ThreeLayerMLP:
         B = self.cache["X"].shape[0]
         Y = np.asarray(Y)
         if Y.ndim == 1:
-            if Y.shape[0] != B:
-                raise ValueError(
-                    f"ThreeLayerMLP.{op}: {Y.shape[0]} labels for a batch of {B}"
-                )
-            if Y.dtype.kind not in "iu":
-                raise ValueError(
-                    f"ThreeLayerMLP.{op}: 1-D labels must be integer classes, "
-                    f"got dtype {Y.dtype}"
-                )
-            if Y.min() < 0 or Y.max() >= self.d3:
-                raise ValueError(
-                    f"ThreeLayerMLP.{op}: labels must lie in [0, {self.d3}), got "
-                    f"values from {Y.min()} to {Y.max()}"
-                )
-            return one_hot(Y, self.d3, self.dtype)
+            labels = class_labels(f"ThreeLayerMLP.{op}", "labels", Y, self.d3, B)
+            return one_hot(labels, self.d3, self.dtype)
         if Y.shape != (B, self.d3):
             raise ValueError(
                 f"ThreeLayerMLP.{op}: Y must be integer labels ({B},) or one-hot "
@@ -245,29 +230,19 @@ def _check_training_data(model, X, y, epochs, lr, batch_size) -> tuple:
     labels in [0, d3), epochs >= 0, a finite lr, batch_size in [1, B] (None:
     B).  Returns X, y and the batch size."""
     _check_model("train", model)
-    X = real_array("train", "X", X)
-    if X.ndim != 2 or X.shape[1] != model.d0:
-        raise ValueError(
-            f"train: X must have shape (B, {model.d0}), got {X.shape}"
-        )
+    X = rows_of("train", "X", real_array("train", "X", X), model.d0)
     n = X.shape[0]
     y = class_labels("train", "labels y", y, model.d3, n)
     positive_int("train", "epochs", epochs, minimum=0)
     real_number("train", "lr", lr)
     batch_size = n if batch_size is None else batch_size
     batch_size = positive_int("train", "batch_size", batch_size, minimum=0)
-    if not 1 <= batch_size <= n:
-        raise ValueError(
-            f"train: batch_size must lie in [1, {n}], got {batch_size}"
-        )
+    in_range("train", "batch_size", batch_size, 1, n)
     return X, y, batch_size
 
 
 def _check_model(op: str, model) -> None:
-    if not isinstance(model, ThreeLayerMLP):
-        raise TypeError(
-            f"{op}: model must be a ThreeLayerMLP, got {type(model).__name__}"
-        )
+    instance_of(op, "model", model, ThreeLayerMLP)
 
 
 def train(

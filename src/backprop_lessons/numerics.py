@@ -49,6 +49,11 @@ __all__ = [
     "token_ids",
     "real_number",
     "instance_of",
+    "one_of",
+    "entries_of",
+    "length_is",
+    "rows_of",
+    "in_range",
     "format_fixed",
 ]
 
@@ -212,6 +217,54 @@ def non_negative(op: str, name: str, value) -> float:
     if real and value >= 0:
         return float(value)
     raise ValueError(f"{op}: {name} must be a number >= 0, got {value!r}")
+
+
+def one_of(op: str, name: str, value, choices: tuple):
+    """`value` if it is one of `choices`, else a ValueError listing them."""
+    if value in choices:
+        return value
+    raise ValueError(f"{op}: {name} must be one of {choices}, got {value!r}")
+
+
+def entries_of(op: str, name: str, items, cls, what: str) -> list:
+    """`items` (a sequence, or one entry) as a list whose entries are all
+    `cls` (bools refused), else a TypeError naming the first bad entry."""
+    if isinstance(items, cls) and not isinstance(items, bool):
+        return [items]
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__len__"):
+        raise TypeError(
+            f"{op}: {name}s must be a list of {what}s, got {type(items).__name__}"
+        )
+    for x in items:
+        if not isinstance(x, cls) or isinstance(x, bool):
+            raise TypeError(
+                f"{op}: every {name} must be {what}, "
+                f"got {type(x).__name__} {x!r:.40}"
+            )
+    return list(items)
+
+
+def length_is(op: str, name: str, items, n: int):
+    """`items` if it has `n` entries, else a ValueError with both counts."""
+    if len(items) == n:
+        return items
+    raise ValueError(f"{op}: expected {n} {name}, got {len(items)}")
+
+
+def rows_of(op: str, name: str, arr: np.ndarray, width: int) -> np.ndarray:
+    """`arr` if it is 2-D with `width` columns (B, width), else a ValueError."""
+    if arr.ndim == 2 and arr.shape[1] == width:
+        return arr
+    raise ValueError(
+        f"{op}: {name} must have shape (B, {width}), got {arr.shape}"
+    )
+
+
+def in_range(op: str, name: str, value, lo, hi):
+    """`value` if lo <= value <= hi, else a ValueError naming the range."""
+    if lo <= value <= hi:
+        return value
+    raise ValueError(f"{op}: {name} must lie in [{lo}, {hi}], got {value}")
 
 
 def format_fixed(x: float, digits: int) -> str:

@@ -226,45 +226,6 @@ class Value:
         s = float_sigmoid(self.data)
         return Value(s, "", (self,), (s * (1.0 - s),), "sigmoid")  # s' = s(1 - s)
 
-    # ---- copying and pickling --------------------------------------------------
-
-    def __copy__(self) -> Value:
-        """A shallow copy: a new node with the same inputs (not a new graph)."""
-        v = Value(
-            self.data, self.label, self._children, self._local_grads, self._op
-        )
-        v.grad = self.grad
-        return v
-
-    def __reduce__(self):
-        """Pickle and `copy.deepcopy` without recursion, for graphs of any depth.
-
-        A leaf pickles as its numbers.  A computed value pickles as its graph:
-        the leaves (real `Value`s, so a parameter pickled next to a loss stays
-        one object) and a flat table of the computed nodes in topological
-        order, rebuilt by `_rebuild_graph` in a loop.
-        """
-        if not self._children:
-            return (_rebuild_leaf, (self.data, self.grad, self.label))
-        order = topological_order(self)
-        index = {node: i for i, node in enumerate(order)}
-        leaves = [node for node in order if not node._children]
-        leaf_index = {leaf: i for i, leaf in enumerate(leaves)}
-        table = [
-            (
-                node.data,
-                node.grad,
-                node.label,
-                node._op,
-                tuple(index[c] for c in node._children),
-                node._local_grads,
-            )
-            if node._children
-            else leaf_index[node]
-            for node in order
-        ]
-        return (_rebuild_graph, (leaves, table))
-
     # ---- the backward pass ---------------------------------------------------
 
     def backward(self) -> None:
@@ -285,29 +246,6 @@ class Value:
             g = node.grad
             for child, local in zip(node._children, node._local_grads):
                 child.grad += local * g  # += : a value used twice gets both parts
-
-
-def _rebuild_leaf(data: float, grad: float, label: str) -> Value:
-    """A leaf `Value` from its pickled numbers (see `Value.__reduce__`)."""
-    v = Value(data, label)
-    v.grad = grad
-    return v
-
-
-def _rebuild_graph(leaves: list, table: list) -> Value:
-    """The graph `Value.__reduce__` flattened: rows in topological order, each
-    a leaf's position in `leaves` or (data, grad, label, op, children, local
-    gradients) with children as row numbers.  Returns the last row (the root)."""
-    nodes: list[Value] = []
-    for row in table:
-        if isinstance(row, int):
-            nodes.append(leaves[row])
-            continue
-        data, grad, label, op, children, local_grads = row
-        v = Value(data, label, tuple(nodes[i] for i in children), local_grads, op)
-        v.grad = grad
-        nodes.append(v)
-    return nodes[-1]
 
 
 def _check_root(op: str, node, name: str = "root") -> None:

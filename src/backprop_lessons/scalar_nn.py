@@ -13,22 +13,16 @@ import numbers
 import random
 from collections.abc import Sequence
 
-from .numerics import positive_int
+from .numerics import entries_of, length_is, one_of, positive_int
 from .scalar import Value, zero_grad
 
 __all__ = ["Neuron", "Layer", "MLP"]
 
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
+_INPUT = (Value, numbers.Real)  # what a neuron reads: Values or numbers
 
 
-def _check_nonlin(op: str, nonlin) -> None:
-    if nonlin not in _NONLINEARITIES:
-        raise ValueError(
-            f"{op}: nonlin must be one of {_NONLINEARITIES}, got {nonlin!r}"
-        )
-
-
-def _check_rng(op: str, rng) -> random.Random:
+def _rng(op: str, rng) -> random.Random:
     """`rng`, or a fresh random.Random(0) if None."""
     if rng is None:
         return random.Random(0)
@@ -38,27 +32,6 @@ def _check_rng(op: str, rng) -> random.Random:
             f"None, got {type(rng).__name__} {rng!r}"
         )
     return rng
-
-
-def _check_inputs(op: str, x) -> Sequence:
-    """The inputs as a sequence of Values or real numbers (a NumPy row is
-    fine), or a TypeError naming the first bad entry."""
-    if isinstance(x, (Value, numbers.Real)):
-        x = [x]
-    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
-        raise TypeError(
-            f"{op}: inputs must be a list of numbers or Values, "
-            f"got {type(x).__name__}"
-        )
-    for xi in x:
-        if not isinstance(xi, Value) and (
-            not isinstance(xi, numbers.Real) or isinstance(xi, bool)
-        ):
-            raise TypeError(
-                f"{op}: every input must be a Value or a real number, "
-                f"got {type(xi).__name__} {xi!r:.40}"
-            )
-    return x
 
 
 class Module:
@@ -82,19 +55,16 @@ class Neuron(Module):
         self, nin: int, nonlin: str = "tanh", rng: random.Random | None = None
     ):
         nin = positive_int("Neuron", "nin", nin)
-        _check_nonlin("Neuron", nonlin)
-        rng = _check_rng("Neuron", rng)
+        one_of("Neuron", "nonlin", nonlin, _NONLINEARITIES)
+        rng = _rng("Neuron", rng)
         bound = 1.0 / math.sqrt(nin)
         self.w = [Value(rng.uniform(-bound, bound)) for _ in range(nin)]
         self.b = Value(0.0)
         self.nonlin = nonlin
 
     def __call__(self, x: Sequence) -> Value:
-        x = _check_inputs("Neuron", x)
-        if len(x) != len(self.w):
-            raise ValueError(
-                f"Neuron: expected {len(self.w)} inputs, got {len(x)}"
-            )
+        x = entries_of("Neuron", "input", x, _INPUT, "a Value or a real number")
+        length_is("Neuron", "inputs", x, len(self.w))
         act = self.b
         for wi, xi in zip(self.w, x):
             act = act + wi * xi
@@ -120,7 +90,7 @@ class Layer(Module):
         rng: random.Random | None = None,
     ):
         nout = positive_int("Layer", "nout", nout)
-        rng = _check_rng("Layer", rng)
+        rng = _rng("Layer", rng)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
     def __call__(self, x: Sequence) -> list[Value]:
@@ -147,14 +117,13 @@ class MLP(Module):
     ):
         if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence):
             raise TypeError(
-                "MLP: nouts must be a list of layer sizes such as [16, 1], "
-                f"got {type(nouts).__name__} {nouts!r}"
+                f"MLP: nouts must be a list of layer sizes, got {nouts!r}"
             )
         if len(nouts) == 0:
             raise ValueError(
                 "MLP: nouts must list at least one layer size, got []"
             )
-        _check_nonlin("MLP", nonlin)
+        one_of("MLP", "nonlin", nonlin, _NONLINEARITIES)
         if not isinstance(seed, int) or isinstance(seed, bool):
             seed = positive_int("MLP", "seed", seed, minimum=0)
         sizes = [positive_int("MLP", "nin", nin)] + [
