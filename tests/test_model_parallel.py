@@ -309,6 +309,8 @@ def test_trainer_options_are_checked():
     with pytest.raises(ValueError, match="3 equal micro-batches"):
         T.TrainOptions(pipeline=2, micro_batches=3).check_world(2)
     assert T.TrainOptions(pipeline=2).check_world(2) == 2
+    # data parallelism keeps its options
+    assert T.TrainOptions(fsdp=True, accumulate=2).check_world(2) == 2
 
 
 # ---------------------------------------------------------------------------

@@ -176,7 +176,7 @@ class TrainOptions:
                 "TrainOptions: --tensor-parallel and --pipeline do not combine "
                 "in this trainer; use one of them"
             )
-        if self.model_parallel and self.fsdp:
+        if self.model_parallel > 1 and self.fsdp:
             raise ValueError(
                 "TrainOptions: --fsdp is data parallelism; it does not combine "
                 "with --tensor-parallel or --pipeline here"
