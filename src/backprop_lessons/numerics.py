@@ -33,6 +33,7 @@ the engines.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -54,6 +55,10 @@ __all__ = [
     "length_is",
     "rows_of",
     "in_range",
+    "real_operand",
+    "real_power_domain",
+    "finite_quotient_domain",
+    "positive_number",
     "format_fixed",
 ]
 
@@ -265,6 +270,58 @@ def in_range(op: str, name: str, value, lo, hi):
     if lo <= value <= hi:
         return value
     raise ValueError(f"{op}: {name} must lie in [{lo}, {hi}], got {value}")
+
+
+# ---- the scalar engines' operands and domains (Value, Dual) ----------------
+
+
+def real_operand(x, op: str, kind: str = "Value") -> float:
+    """A Python or NumPy real number as a float, or a TypeError naming `op`.
+
+    `kind` names the engine's own number type in the message ("Value" in
+    `scalar`, "Dual" in `forward_mode`).
+    """
+    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        return float(x)
+    raise TypeError(
+        f"{kind} {op}: expected a {kind} or a real number, "
+        f"got {type(x).__name__} {x!r}"
+    )
+
+
+def real_power_domain(op: str, x: float, k: float) -> None:
+    """A clear error where x ** k is no real number: 0 ** negative, or a
+    negative base with a fractional exponent."""
+    if x == 0.0 and k < 0:
+        raise ZeroDivisionError(
+            f"{op}: 0.0 ** {k!r} is undefined (division by zero)"
+        )
+    if x < 0 and not k.is_integer():
+        raise ValueError(
+            f"{op}: {x!r} ** {k!r} is not a real number "
+            "(a negative base needs an integer exponent)"
+        )
+
+
+def finite_quotient_domain(op: str, a: float, b: float) -> None:
+    """A clear error where a / b is no finite float: b = 0, or 1 / b beyond
+    the largest float (b subnormal)."""
+    if b == 0.0:
+        raise ZeroDivisionError(f"{op}: division of {a!r} by 0.0")
+    if math.isinf(1.0 / b):
+        raise OverflowError(
+            f"{op}: {a!r} / {b!r} overflows a float "
+            "(1 / the divisor is larger than the largest float)"
+        )
+
+
+def positive_number(op: str, what: str, x: float) -> float:
+    """`x` if it is > 0 (NaN passes, to propagate), else a ValueError."""
+    if x <= 0.0:
+        raise ValueError(
+            f"{op}: {what} is defined for positive numbers, got {x!r}"
+        )
+    return x
 
 
 def format_fixed(x: float, digits: int) -> str:

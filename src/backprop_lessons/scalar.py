@@ -24,30 +24,27 @@ names the operation: chapter 1 prefers a loud error to a silent inf.  NaN
 inputs propagate as in PyTorch (relu(nan) is nan).
 
 What this module is not: a tensor library (see `tensor.py`) or a fast one.
-It exists to be read.  It imports nothing outside the standard library.
+It exists to be read.  Its input checks are `numerics`' validators.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable
+
+from .numerics import (
+    finite_quotient_domain,
+    instance_of,
+    positive_number,
+    real_operand,
+    real_power_domain,
+)
 
 __all__ = ["Value", "topological_order", "zero_grad", "float_sigmoid"]
 
 
-def as_float(x, op: str, kind: str = "Value") -> float:
-    """A Python or NumPy real number as a float, or a TypeError naming `op`.
-
-    `kind` names the engine's own number type in the message ("Value" here,
-    "Dual" in `forward_mode`, which shares this check).
-    """
-    if isinstance(x, numbers.Real) and not isinstance(x, bool):
-        return float(x)
-    raise TypeError(
-        f"{kind} {op}: expected a {kind} or a real number, "
-        f"got {type(x).__name__} {x!r}"
-    )
+# A real operand as a float (Value and Dual share it; numerics holds it).
+as_float = real_operand
 
 
 def _pow_local_grad(x: float, k: float) -> float:
@@ -102,10 +99,7 @@ class Value:
         if type(data) is not float:  # fast path: the engine itself passes floats
             data = as_float(data, "construction")
         if type(label) is not str:
-            raise TypeError(
-                "Value: label must be a str, "
-                f"got {type(label).__name__} {label!r}"
-            )
+            instance_of("Value", "label", label, str)
         self.data = data
         self.grad = 0.0
         self.label = label
@@ -141,15 +135,7 @@ class Value:
             )
         k = as_float(k, "**")
         x = self.data
-        if x == 0.0 and k < 0:
-            raise ZeroDivisionError(
-                f"Value **: 0.0 ** {k!r} is undefined (division by zero)"
-            )
-        if x < 0 and not k.is_integer():
-            raise ValueError(
-                f"Value **: {x!r} ** {k!r} is not a real number "
-                "(a negative base needs an integer exponent)"
-            )
+        real_power_domain("Value **", x, k)
         try:
             y = x**k
         except OverflowError:
@@ -167,13 +153,7 @@ class Value:
 
     def __truediv__(self, other) -> Value:
         other = other if type(other) is Value else Value(as_float(other, "/"))
-        if other.data == 0.0:
-            raise ZeroDivisionError(f"Value /: division of {self.data!r} by 0.0")
-        if math.isinf(1.0 / other.data):  # 1/b overflows for subnormal b
-            raise OverflowError(
-                f"Value /: {self.data!r} / {other.data!r} overflows a float "
-                "(1 / the divisor is larger than the largest float)"
-            )
+        finite_quotient_domain("Value /", self.data, other.data)  # b = 0, tiny b
         return self * other**-1
 
     def __radd__(self, other) -> Value:
@@ -200,11 +180,7 @@ class Value:
         return Value(e, "", (self,), (e,), "exp")  # d(e^x)/dx = e^x
 
     def log(self) -> Value:
-        x = self.data
-        if x <= 0.0:
-            raise ValueError(
-                f"Value log: log is defined for positive numbers, got {x!r}"
-            )
+        x = positive_number("Value log", "log", self.data)
         # d(ln x)/dx = 1/x
         return Value(math.log(x), "", (self,), (1.0 / x,), "log")
 
