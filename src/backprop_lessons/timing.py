@@ -63,7 +63,8 @@ class TheoreticalPeak:
 
     def __str__(self) -> str:
         return (
-            f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} "
+            f"{self.cores} core{'s' if self.cores != 1 else ''} x "
+            f"{self.fma_units} FMA units x {self.lanes} "
             f"float32 lanes ({self.flags}) x 2 x {self.clock_ghz:.2f} GHz "
             f"= {self.flops / 1e9:.0f} GFLOP/s"
         )
