@@ -392,6 +392,57 @@ def _check_qkv(what, inp, n_head):
     return C3 // 3 // n_head
 
 
+def _flash_query_tile(qi, k, v, i0, tile):
+    """The online softmax of flash_attention_forward for one tile of
+    queries qi (B, NH, tq, hs), already scaled by 1/sqrt(hs), starting at
+    row i0: the keys are read `tile` at a time, up to the diagonal.
+    Returns this tile's out (B, NH, tq, hs) and L (B, NH, tq, 1)."""
+    i1, T = i0 + qi.shape[2], k.shape[2]
+    m = np.full(qi.shape[:3] + (1,), -np.inf, qi.dtype)  # (B, NH, tq, 1)
+    l = np.zeros_like(m)                                  # (B, NH, tq, 1)
+    acc = np.zeros_like(qi)                               # (B, NH, tq, hs)
+    for j0 in range(0, i1, tile):                         # keys j0 < i1 only
+        j1 = min(j0 + tile, i1)
+        s = qi @ k[:, :, j0:j1].swapaxes(-1, -2)          # (B, NH, tq, tk)
+        if j1 > i0 + 1:      # the tile reaches above the diagonal: mask
+            s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        p = np.exp(s - m_new)                             # (B, NH, tq, tk)
+        rescale = np.exp(m - m_new)                       # (B, NH, tq, 1)
+        l = l * rescale + p.sum(axis=-1, keepdims=True)
+        acc = acc * rescale + p @ v[:, :, j0:j1]
+        m = m_new
+    return acc / l, m + np.log(l)
+
+
+def _flash_key_tile(q, dq, kj, vj, dy, lse, D, j0, tile):
+    """flash_attention_backward for the tile of keys kj, vj (B, NH, tk, hs)
+    starting at row j0: each tile of queries at or below the diagonal
+    recomputes its probabilities from L and adds into dq; returns the key
+    tile's dk and dv (B, NH, tk, hs)."""
+    T, hs = q.shape[2], q.shape[3]
+    j1, scale = j0 + kj.shape[2], 1.0 / math.sqrt(hs)
+    dkj, dvj = np.zeros_like(kj), np.zeros_like(vj)       # (B, NH, tk, hs)
+    for i0 in range(j0 - j0 % tile, T, tile):             # queries i1 > j0
+        i1 = min(i0 + tile, T)
+        qi, dyi = q[:, :, i0:i1], dy[:, :, i0:i1]         # (B, NH, tq, hs)
+        s = (qi * scale) @ kj.swapaxes(-1, -2)            # (B, NH, tq, tk)
+        if j1 > i0 + 1:
+            s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
+        p = np.exp(s - lse[:, :, i0:i1])                  # att's tile
+        dvj += p.swapaxes(-1, -2) @ dyi
+        ds = p * (dyi @ vj.swapaxes(-1, -2) - D[:, :, i0:i1]) * scale
+        dq[:, :, i0:i1] += ds @ kj
+        dkj += ds.swapaxes(-1, -2) @ qi
+    return dkj, dvj
+
+
+def _check_dout(what, dout, out):
+    if dout.shape != out.shape:
+        raise ValueError(f"{what}: dout must have the shape of the output "
+                         f"{out.shape}, got {dout.shape}")
+
+
 def flash_attention_forward(inp, n_head, tile=64):
     """Causal multi-head attention as FlashAttention computes it: an online
     softmax over tiles of keys, one logsumexp per row kept, no T x T array.
@@ -416,33 +467,14 @@ def flash_attention_forward(inp, n_head, tile=64):
     hs = _check_qkv("flash_attention_forward", inp, n_head)
     tile = _check_tile("flash_attention_forward", "tile", tile)
     B, T, C3 = inp.shape
-    scale = 1.0 / math.sqrt(hs)
     q, k, v = (_split_heads(x, n_head)
                for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
     out = np.empty((B, n_head, T, hs), inp.dtype)         # (B, NH, T, hs)
     lse = np.empty((B, n_head, T, 1), inp.dtype)          # L, one per row
-    for i0 in range(0, T, tile):
+    for i0 in range(0, T, tile):                          # a tile of queries
         i1 = min(i0 + tile, T)
-        qi = q[:, :, i0:i1] * scale                       # (B, NH, tq, hs)
-        m = np.full((B, n_head, i1 - i0, 1), -np.inf, inp.dtype)
-        l = np.zeros_like(m)                              # (B, NH, tq, 1)
-        acc = np.zeros((B, n_head, i1 - i0, hs), inp.dtype)
-        for j0 in range(0, i1, tile):                     # keys j0 < i1 only
-            j1 = min(j0 + tile, i1)
-            s = qi @ k[:, :, j0:j1].swapaxes(-1, -2)      # (B, NH, tq, tk)
-            if j1 > i0 + 1:      # the tile reaches above the diagonal: mask
-                s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-            s -= m_new
-            p = np.exp(s, out=s)                          # (B, NH, tq, tk)
-            rescale = np.exp(m - m_new)                   # (B, NH, tq, 1)
-            l *= rescale
-            l += p.sum(axis=-1, keepdims=True)
-            acc *= rescale
-            acc += p @ v[:, :, j0:j1]
-            m = m_new
-        out[:, :, i0:i1] = acc / l
-        lse[:, :, i0:i1] = m + np.log(l)
+        out[:, :, i0:i1], lse[:, :, i0:i1] = _flash_query_tile(
+            q[:, :, i0:i1] * (1.0 / math.sqrt(hs)), k, v, i0, tile)
     out = out.swapaxes(1, 2).reshape(B, T, C3 // 3)       # (B, T, C)
     return out, (inp, out, lse, n_head, tile)
 
@@ -462,12 +494,8 @@ def flash_attention_backward(dinp, dout, cache):
     dinp (B, T, 3C), dout (B, T, C).
     """
     inp, out, lse, n_head, tile = cache
-    if dout.shape != out.shape:
-        raise ValueError(f"flash_attention_backward: dout must have the "
-                         f"shape of the output {out.shape}, got {dout.shape}")
-    B, T, C3 = inp.shape
-    hs = C3 // 3 // n_head
-    scale = 1.0 / math.sqrt(hs)
+    _check_dout("flash_attention_backward", dout, out)
+    T = inp.shape[1]
     q, k, v = (_split_heads(x, n_head)
                for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
     dq, dk, dv = (_split_heads(x, n_head)
@@ -476,25 +504,8 @@ def flash_attention_backward(dinp, dout, cache):
     D = np.einsum("bhtd,bhtd->bht", dy, _split_heads(out, n_head))[..., None]
     for j0 in range(0, T, tile):                          # a tile of keys
         j1 = min(j0 + tile, T)
-        kj, vj = k[:, :, j0:j1], v[:, :, j0:j1]           # (B, NH, tk, hs)
-        dkj = np.zeros((B, n_head, j1 - j0, hs), inp.dtype)
-        dvj = np.zeros_like(dkj)
-        for i0 in range(j0 - j0 % tile, T, tile):         # queries i1 > j0
-            i1 = min(i0 + tile, T)
-            qi = q[:, :, i0:i1]                           # (B, NH, tq, hs)
-            s = (qi * scale) @ kj.swapaxes(-1, -2)        # (B, NH, tq, tk)
-            if j1 > i0 + 1:
-                s += _causal_mask(T, s.dtype)[i0:i1, j0:j1]
-            s -= lse[:, :, i0:i1]
-            p = np.exp(s, out=s)                          # att's tile
-            dyi = dy[:, :, i0:i1]
-            dvj += p.swapaxes(-1, -2) @ dyi
-            ds = dyi @ vj.swapaxes(-1, -2)                # dp (B, NH, tq, tk)
-            ds -= D[:, :, i0:i1]
-            ds *= p
-            ds *= scale
-            dq[:, :, i0:i1] += ds @ kj
-            dkj += ds.swapaxes(-1, -2) @ qi
+        dkj, dvj = _flash_key_tile(q, dq, k[:, :, j0:j1], v[:, :, j0:j1],
+                                   dy, lse, D, j0, tile)
         dk[:, :, j0:j1] += dkj
         dv[:, :, j0:j1] += dvj
 
@@ -516,6 +527,15 @@ def _check_classifier(inp, wte, targets, chunk):
     if targets.size and (targets.min() < 0 or targets.max() >= V):
         raise ValueError(f"{what}: targets must lie in [0, V={V})")
     return _check_tile(what, "chunk", chunk), targets
+
+
+def _flat_view(dinp, N, C):
+    """dinp (B, T, C) as an (N, C) view, so that adding into it adds into
+    dinp (a reshape of a non-contiguous array would be a copy)."""
+    dx = dinp.reshape(N, C)
+    if not np.shares_memory(dx, dinp):
+        raise ValueError("fused_classifier_backward: dinp must be contiguous")
+    return dx
 
 
 def fused_classifier_forward(inp, wte, targets, chunk=8192):
@@ -569,9 +589,7 @@ def fused_classifier_backward(dinp, dwte, dloss, cache):
     x = inp.reshape(N, C)
     tgt = targets.reshape(-1)
     rows = np.arange(N)
-    dx = None if dinp is None else dinp.reshape(N, C)      # a view, if it can
-    if dx is not None and not np.shares_memory(dx, dinp):
-        raise ValueError("fused_classifier_backward: dinp must be contiguous")
+    dx = None if dinp is None else _flat_view(dinp, N, C)  # (N, C)
     for v0 in range(0, wte.shape[0], chunk):
         w = wte[v0:v0 + chunk]                              # (chunk, C)
         g = x @ w.T                                         # (N, chunk)

@@ -151,12 +151,12 @@ class TPBlock(torch.nn.Module):
         self.fc = _linear(fcw, fcb)
         self.fcproj = _linear(projw, projb)
 
-    def _column(self, layer, x):
+    def column_parallel(self, layer, x):
         if self.mode == "manual":
             x = collectives.f(x)  # identity; all-reduce of dx backward
         return layer(x)
 
-    def _row(self, layer, x):
+    def row_parallel(self, layer, x):
         if self.mode == "manual":  # partial sums, added up by g, bias once
             return collectives.g(F.linear(x, layer.weight)) + layer.bias
         return layer(x)  # whole matrix, or RowwiseParallel's own all-reduce
@@ -166,7 +166,7 @@ class TPBlock(torch.nn.Module):
         hs = C // self.config.n_head
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         h = F.layer_norm(x, (C,), self.ln1w, self.ln1b, LAYERNORM_EPS)
-        qkv = self._column(self.qkv, h)  # (B, T, 3 C_local)
+        qkv = self.column_parallel(self.qkv, h)  # (B, T, 3 C_local)
         c = qkv.shape[-1] // 3  # this rank's width: its heads x hs
         q, k, v = (
             t.reshape(B, T, c // hs, hs).transpose(1, 2) for t in qkv.split(c, 2)
@@ -174,10 +174,10 @@ class TPBlock(torch.nn.Module):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, c)
-        x = x + self._row(self.attproj, y)
+        x = x + self.row_parallel(self.attproj, y)
         h = F.layer_norm(x, (C,), self.ln2w, self.ln2b, LAYERNORM_EPS)
-        h = F.gelu(self._column(self.fc, h), approximate="tanh")
-        return x + self._row(self.fcproj, h)
+        h = F.gelu(self.column_parallel(self.fc, h), approximate="tanh")
+        return x + self.row_parallel(self.fcproj, h)
 
 
 class TPGPT(torch.nn.Module):
