@@ -118,8 +118,8 @@ BLOCK_PARAMETERS += ("ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb")
 def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Name -> shape for every parameter, in the order of PARAMETER_TABLE.
 
-    Written out as llm.c's `fill_in_parameter_sizes` does; a test checks
-    that they match the table's legend.
+    Written out once, as llm.c's `fill_in_parameter_sizes` does; the
+    table's legend strings are documentation and are never parsed.
     """
     instance_of("parameter_shapes", "config", config, GPTConfig)
     V, maxT, C = config.vocab_size, config.block_size, config.n_embd

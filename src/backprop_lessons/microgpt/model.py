@@ -133,30 +133,26 @@ PARAMETER_TABLE = [
 
 
 def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
-    """Name -> (rows, columns) for every matrix, in the order of the table."""
+    """Name -> (rows, columns) for every matrix, in the order of the table.
+
+    Written out once, as llm.c's `fill_in_parameter_sizes` does; the table's
+    legend strings are documentation and are never parsed.
+    """
     instance_of("parameter_shapes", "config", config, MicroGPTConfig)
-    C = config.n_embd
-    sizes = {
-        "V": config.vocab_size,
-        "maxT": config.block_size,
-        "C": C,
-        "4C": 4 * C,
+    V, maxT, C = config.vocab_size, config.block_size, config.n_embd
+    shapes = {
+        "wte": (V, C),  # token embeddings, one row a token
+        "wpe": (maxT, C),  # position embeddings, one row a t
     }
-    per_layer = [entry for entry in PARAMETER_TABLE if "{l}" in entry[0]]
-    first = PARAMETER_TABLE.index(per_layer[0])
-    table = (
-        PARAMETER_TABLE[:first]
-        + [
-            (name.format(l=l), shape)
-            for l in range(config.n_layer)
-            for name, shape in per_layer
-        ]
-        + PARAMETER_TABLE[first + len(per_layer) :]
-    )
-    return {
-        name: tuple(sizes[d.strip()] for d in shape.strip("()").split(","))
-        for name, shape in table
-    }
+    for l in range(config.n_layer):
+        shapes[f"layer{l}.attn_wq"] = (C, C)
+        shapes[f"layer{l}.attn_wk"] = (C, C)
+        shapes[f"layer{l}.attn_wv"] = (C, C)
+        shapes[f"layer{l}.attn_wo"] = (C, C)
+        shapes[f"layer{l}.mlp_fc1"] = (4 * C, C)
+        shapes[f"layer{l}.mlp_fc2"] = (C, 4 * C)
+    shapes["lm_head"] = (V, C)  # logits = lm_head x (not tied)
+    return shapes
 
 
 def num_parameters(config: MicroGPTConfig) -> int:

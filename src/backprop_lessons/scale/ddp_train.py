@@ -72,7 +72,7 @@ import torch
 import torch.distributed as dist
 
 from ..data.corpus import CharVocab, load_corpus
-from ..gpt.model import PARAMETER_TABLE, GPTConfig, init_params
+from ..gpt.model import BLOCK_PARAMETERS, PARAMETER_TABLE, GPTConfig, init_params
 from ..gpt.reference import torch_gpt_block, torch_gpt_loss
 from ..gpt.train import DECAYED, get_batch
 from .distributed import shard
@@ -110,10 +110,8 @@ __all__ = [
 TINY_CONFIG = GPTConfig(
     vocab_size=28, block_size=16, n_layer=2, n_head=2, n_embd=16
 )
-# Per-block parameters: the names of PARAMETER_TABLE whose shape starts with L.
-BLOCK_NAMES = tuple(
-    name for name, shape, _ in PARAMETER_TABLE if shape.startswith("(L,")
-)
+# Per-block parameters (stacked along L): gpt.model's BLOCK_PARAMETERS.
+BLOCK_NAMES = BLOCK_PARAMETERS
 TOP_NAMES = tuple(
     name for name, _, _ in PARAMETER_TABLE if name not in BLOCK_NAMES
 )

@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..gpt.layers import LAYERNORM_EPS
-from ..gpt.model import PARAMETER_TABLE, GPTConfig
+from ..gpt.model import BLOCK_PARAMETERS, GPTConfig
 from ..gpt.reference import torch_gpt_block
 
 __all__ = [
@@ -52,9 +52,7 @@ __all__ = [
 ]
 
 SCHEDULES = ("gpipe", "1f1b")
-BLOCK_NAMES = tuple(
-    name for name, shape, _ in PARAMETER_TABLE if shape.startswith("(L,")
-)
+BLOCK_NAMES = BLOCK_PARAMETERS  # per-block parameters, stacked along L
 
 
 def stage_layers(config: GPTConfig, stage: int, n_stages: int) -> range:
