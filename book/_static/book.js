@@ -32,14 +32,21 @@
   // can scroll it too (WCAG 2.1.1; axe's scrollable-region-focusable).
   const SCROLLERS = [
     "mjx-container[display='true']",
+    ".bd-article span.math.bl-wide",
     ".cell_output.bl-scroll",
     ".bl-stepper-graph",
+    ".bl-stepper .bl-table",
   ].join(", ");
 
   function markScrollable() {
     // Graph drawings (SVG images): their output box scrolls on narrow screens.
     document.querySelectorAll(".cell_output img[src$='.svg']").forEach((img) => {
       img.closest(".cell_output").classList.add("bl-scroll");
+    });
+    // Inline formulas wider than their line of text scroll (book.css).
+    document.querySelectorAll(".bd-article span.math").forEach((math) => {
+      const line = math.parentElement.clientWidth;
+      math.classList.toggle("bl-wide", line > 0 && math.scrollWidth > line);
     });
     document.querySelectorAll(SCROLLERS).forEach((box) => {
       if (box.scrollWidth > box.clientWidth + 1) {

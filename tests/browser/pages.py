@@ -61,18 +61,6 @@ PENDING = {
     "selfchecks": set(),
     # No `# NBVAL_...` comment lines in the displayed code (use cell tags).
     "nbval_text": set(),
-    # No visible `def <layer>_backward(` of an exercise's layer, and no
-    # self-check code (`answer=`, `explanation=`), at page load.
-    # (Chapter 6 is converted; the others were pending when the test came.)
-    "answers_hidden": {
-        "notebooks/01_value_nodes",
-        "notebooks/02_topological_sort",
-        "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp",
-        "notebooks/07_debugging_backward",
-        "notebooks/08_backprop_at_scale",
-        "notebooks/09_gpt2_124m",
-    },
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {},

@@ -17,9 +17,9 @@ from backprop_lessons.viz.plots import MIN_TEXT_PX
 pytestmark = pytest.mark.browser
 
 PAGE = "notebooks/02_topological_sort.html"
-EXPECTED_STEPPERS = (
-    4  # topo sort, backward (relu example), backward + topo sort (neuron)
-)
+# topo sort, backward (relu example), backward + topo sort (neuron), and
+# backward one += at a time (a value used twice)
+EXPECTED_STEPPERS = 5
 
 
 def _state(stepper):
@@ -117,6 +117,35 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     play.click()  # pause
     expect(play).to_have_attribute("aria-pressed", "false")
     expect(play).to_have_text("Play")
+
+    # a value used twice: its gradient grows in two += steps, 0 -> 1 -> 7,
+    # and it waits (not complete) in between
+    twice = page.locator(".bl-stepper").nth(4)
+    twice.scroll_into_view_if_needed()
+    expect(twice.locator(".bl-stepper-title")).to_have_text(
+        "Backward pass, one += at a time"
+    )
+    twice_next = twice.locator("button[data-action=next]")
+    for _ in range(2):
+        twice_next.click()
+    expect(twice).to_have_attribute("data-index", "2")
+    expect(twice.locator(".bl-stepper-caption")).to_contain_text(
+        "a has 1 of its 2 contributions: not complete"
+    )
+    expect(twice.locator(".bl-table")).to_contain_text("0 → 1")
+    twice_next.click()
+    twice_next.click()
+    expect(twice).to_have_attribute("data-index", "4")
+    expect(twice.locator(".bl-table")).to_contain_text("1 → 7")
+    expect(twice.locator(".bl-stepper-caption")).to_contain_text(
+        "a has both of its contributions: complete"
+    )
+    twice.screenshot(
+        path=str(
+            bp.screenshot("chapter2_page", full_page=False).parent
+            / "chapter2_used_twice_stepper.png"
+        )
+    )
 
     topo = page.locator(".bl-stepper").first
     topo.scroll_into_view_if_needed()
