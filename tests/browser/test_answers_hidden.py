@@ -36,6 +36,7 @@ ANSWERS = {
 }
 STUB = "your code here"
 
+
 def visible_code(page) -> list[str]:
     """The text of every code block the reader can see now."""
     return page.evaluate(
