@@ -1001,7 +1001,7 @@ def _index_add_backward(g, saved, needs):
 _TENSOR_RULES: dict = {}  # array rule -> rule on Tensors, filled below
 
 
-def _rule_add(g, node, needs):
+def rule_add(g, node, needs):
     a, b = node._children
     return (
         _unbroadcast_t(g, a.shape) if needs[0] else None,
@@ -1009,7 +1009,7 @@ def _rule_add(g, node, needs):
     )
 
 
-def _rule_sub(g, node, needs):
+def rule_sub(g, node, needs):
     a, b = node._children
     return (
         _unbroadcast_t(g, a.shape) if needs[0] else None,
@@ -1017,7 +1017,7 @@ def _rule_sub(g, node, needs):
     )
 
 
-def _rule_mul(g, node, needs):
+def rule_mul(g, node, needs):
     a, b = node._children
     return (
         _unbroadcast_t(g * b, a.shape) if needs[0] else None,
@@ -1025,7 +1025,7 @@ def _rule_mul(g, node, needs):
     )
 
 
-def _rule_div(g, node, needs):
+def rule_div(g, node, needs):
     a, b = node._children
     return (
         _unbroadcast_t(g / b, a.shape) if needs[0] else None,
@@ -1033,7 +1033,7 @@ def _rule_div(g, node, needs):
     )
 
 
-def _rule_matmul(g, node, needs):
+def rule_matmul(g, node, needs):
     a, b = node._children
     return (
         _unbroadcast_t(g @ _swap_last(b), a.shape) if needs[0] else None,
@@ -1041,7 +1041,7 @@ def _rule_matmul(g, node, needs):
     )
 
 
-def _rule_pow(g, node, needs):
+def rule_pow(g, node, needs):
     (x,) = node._children
     _, k = node._saved
     if k == 0:
@@ -1049,48 +1049,48 @@ def _rule_pow(g, node, needs):
     return (g * (k * x ** (k - 1)),)
 
 
-def _rule_neg(g, node, needs):
+def rule_neg(g, node, needs):
     return (-g,)
 
 
-def _rule_exp(g, node, needs):
+def rule_exp(g, node, needs):
     return (g * node,)  # the output is exp(x): its graph leads back to x
 
 
-def _rule_log(g, node, needs):
+def rule_log(g, node, needs):
     (x,) = node._children
     return (g / x,)
 
 
-def _rule_tanh(g, node, needs):
+def rule_tanh(g, node, needs):
     return (g * (1 - node * node),)
 
 
-def _rule_sigmoid(g, node, needs):
+def rule_sigmoid(g, node, needs):
     return (g * (node * (1 - node)),)
 
 
-def _rule_relu(g, node, needs):
+def rule_relu(g, node, needs):
     (on,) = node._saved  # a constant mask: relu'' = 0 almost everywhere
     return (g * Tensor(on.astype(g.dtype)),)
 
 
-def _rule_sum(g, node, needs):
+def rule_sum(g, node, needs):
     in_shape, axes, keepdims = node._saved
     if not keepdims:
         g = g.reshape(np.expand_dims(g.data, axes).shape)
     return (_broadcast_t(g, in_shape),)
 
 
-def _rule_mean(g, node, needs):
+def rule_mean(g, node, needs):
     in_shape, axes, keepdims, count = node._saved
-    (gx,) = _rule_sum(
+    (gx,) = rule_sum(
         g, _Saved(node._children, (in_shape, axes, keepdims)), needs
     )
     return (gx / count,)
 
 
-def _rule_max(g, node, needs):
+def rule_max(g, node, needs):
     x, m, axes, keepdims = node._saved
     if not keepdims:
         g = g.reshape(np.expand_dims(g.data, axes).shape)
@@ -1099,38 +1099,38 @@ def _rule_max(g, node, needs):
     return (_broadcast_t(g, x.shape) * share,)
 
 
-def _rule_reshape(g, node, needs):
+def rule_reshape(g, node, needs):
     (in_shape,) = node._saved
     return (g.reshape(in_shape),)
 
 
-def _rule_transpose(g, node, needs):
+def rule_transpose(g, node, needs):
     (axes,) = node._saved
     return (g.transpose(tuple(int(a) for a in np.argsort(axes))),)
 
 
-def _rule_index(g, node, needs):
+def rule_index(g, node, needs):
     in_shape, _, index = node._saved
     return (_index_add(g, in_shape, index),)
 
 
-def _rule_index_add(g, node, needs):
+def rule_index_add(g, node, needs):
     (index,) = node._saved
     return (g[index],)
 
 
-def _rule_softmax(g, node, needs):
+def rule_softmax(g, node, needs):
     _, ax = node._saved
     s = node
     return (s * (g - (g * s).sum(axis=ax, keepdims=True)),)
 
 
-def _rule_log_softmax(g, node, needs):
+def rule_log_softmax(g, node, needs):
     _, ax = node._saved
     return (g - node.exp() * g.sum(axis=ax, keepdims=True),)
 
 
-def _rule_cross_entropy(g, node, needs):
+def rule_cross_entropy(g, node, needs):
     (logits,) = node._children
     _, t = node._saved
     if logits._version != node._versions[1]:  # this rule reads logits.data
@@ -1153,28 +1153,28 @@ class _Saved:
 
 _TENSOR_RULES.update(
     {
-        Tensor.add_backward: _rule_add,
-        Tensor.sub_backward: _rule_sub,
-        Tensor.mul_backward: _rule_mul,
-        Tensor.div_backward: _rule_div,
-        Tensor.matmul_backward: _rule_matmul,
-        Tensor.pow_backward: _rule_pow,
-        Tensor.neg_backward: _rule_neg,
-        Tensor.exp_backward: _rule_exp,
-        Tensor.log_backward: _rule_log,
-        Tensor.tanh_backward: _rule_tanh,
-        Tensor.sigmoid_backward: _rule_sigmoid,
-        Tensor.relu_backward: _rule_relu,
-        Tensor.sum_backward: _rule_sum,
-        Tensor.mean_backward: _rule_mean,
-        Tensor.max_backward: _rule_max,
-        Tensor.reshape_backward: _rule_reshape,
-        Tensor.transpose_backward: _rule_transpose,
-        Tensor.getitem_backward: _rule_index,
-        _index_add_backward: _rule_index_add,
-        Tensor.softmax_backward: _rule_softmax,
-        Tensor.log_softmax_backward: _rule_log_softmax,
-        cross_entropy_backward: _rule_cross_entropy,
+        Tensor.add_backward: rule_add,
+        Tensor.sub_backward: rule_sub,
+        Tensor.mul_backward: rule_mul,
+        Tensor.div_backward: rule_div,
+        Tensor.matmul_backward: rule_matmul,
+        Tensor.pow_backward: rule_pow,
+        Tensor.neg_backward: rule_neg,
+        Tensor.exp_backward: rule_exp,
+        Tensor.log_backward: rule_log,
+        Tensor.tanh_backward: rule_tanh,
+        Tensor.sigmoid_backward: rule_sigmoid,
+        Tensor.relu_backward: rule_relu,
+        Tensor.sum_backward: rule_sum,
+        Tensor.mean_backward: rule_mean,
+        Tensor.max_backward: rule_max,
+        Tensor.reshape_backward: rule_reshape,
+        Tensor.transpose_backward: rule_transpose,
+        Tensor.getitem_backward: rule_index,
+        _index_add_backward: rule_index_add,
+        Tensor.softmax_backward: rule_softmax,
+        Tensor.log_softmax_backward: rule_log_softmax,
+        cross_entropy_backward: rule_cross_entropy,
     }
 )
 
