@@ -1084,9 +1084,7 @@ def rule_sum(g, node, needs):
 
 def rule_mean(g, node, needs):
     in_shape, axes, keepdims, count = node._saved
-    (gx,) = rule_sum(
-        g, _Saved(node._children, (in_shape, axes, keepdims)), needs
-    )
+    (gx,) = rule_sum(g, _Saved(node._children, (in_shape, axes, keepdims)), needs)
     return (gx / count,)
 
 

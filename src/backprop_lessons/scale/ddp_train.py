@@ -687,23 +687,33 @@ def train(
         except RuntimeError as e:
             if world == 1:
                 raise
-            raise RuntimeError(
-                f"ddp_train: rank {rank} of {world} failed in step "
-                f"{step + 1}: {str(e).splitlines()[0]}\nIf a connection "
-                f"was lost or a collective timed out, another rank stopped "
-                f"first; torchrun's report names it (Root Cause)."
-            ) from e
+            raise _step_failed(e, rank, world, step) from e
         seconds = time.perf_counter() - t0
-        _say(
-            env,
-            f"step {step + 1:>4}/{options.steps}  train loss "
-            f"{loss.item() / world:.6f}  ({seconds * 1e3:.0f} ms)",
-        )
+        _say_step(env, step, options.steps, loss.item() / world, seconds)
         if checkpoint_dir is not None:
             save_checkpoint(checkpoint_dir, step + 1, model, optimizer, options)
         if after_step is not None:
             after_step(rank, step + 1)
     return evaluate(model, *eval_batch(data, options), device)
+
+
+def _step_failed(error, rank, world, step) -> RuntimeError:
+    """The error a rank raises when a step fails under torchrun: it names
+    the rank and the step, and where the first failure is reported."""
+    return RuntimeError(
+        f"ddp_train: rank {rank} of {world} failed in step "
+        f"{step + 1}: {str(error).splitlines()[0]}\nIf a connection "
+        f"was lost or a collective timed out, another rank stopped "
+        f"first; torchrun's report names it (Root Cause)."
+    )
+
+
+def _say_step(env, step, steps, loss, seconds) -> None:
+    _say(
+        env,
+        f"step {step + 1:>4}/{steps}  train loss {loss:.6f}  "
+        f"({seconds * 1e3:.0f} ms)",
+    )
 
 
 def train_model_parallel(
@@ -749,18 +759,9 @@ def train_model_parallel(
         except RuntimeError as e:
             if world == 1:
                 raise
-            raise RuntimeError(
-                f"ddp_train: rank {rank} of {world} failed in step "
-                f"{step + 1}: {str(e).splitlines()[0]}\nIf a connection "
-                f"was lost or a collective timed out, another rank stopped "
-                f"first; torchrun's report names it (Root Cause)."
-            ) from e
+            raise _step_failed(e, rank, world, step) from e
         seconds = time.perf_counter() - t0
-        _say(
-            env,
-            f"step {step + 1:>4}/{options.steps}  train loss "
-            f"{loss:.6f}  ({seconds * 1e3:.0f} ms)",
-        )
+        _say_step(env, step, options.steps, loss, seconds)
         if after_step is not None:
             after_step(rank, step + 1)
     return runner.evaluate(*eval_batch(data, options))
