@@ -45,7 +45,7 @@ from .conftest import DESKTOP, ROOT, SCREENSHOTS
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = ROOT / "notebooks" / "02_topological_sort.ipynb"
-STEPPERS = 4  # as in the book (tests/browser/test_chapter2_widgets.py)
+STEPPERS = 5  # as in the book (tests/browser/test_chapter2_widgets.py)
 START_S = 180  # JupyterLab up, the notebook open, its kernel idle
 RUN_S = 900  # every cell run (about a minute on a loaded 2-core machine)
 SETTINGS = {
