@@ -17,6 +17,9 @@ NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 # cell (the real GPT-2 weights) skips without even trying to connect, and
 # transformers never looks for the hub.
 export HF_HUB_OFFLINE := 1
+# Each suite ends with its wall-clock and CPU time, so that a maintainer sees
+# where make test's minutes go (bash's `time`, on the suite's processes).
+TIMED = TIMEFORMAT='$@: %0R s wall, %0U s user + %0S s system CPU'; time
 
 .PHONY: book lab test reader-suites computed-suites process-suites lint unit multiprocess package nbval \
         nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor \
@@ -77,19 +80,19 @@ MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/te
                       tests/test_model_parallel.py
 
 unit: $(STAMP) dot-ok
-	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
+	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
 	    $(addprefix --ignore=,$(MULTIPROCESS_TESTS)) -q -n 2 --durations=8 -m "not full_size"
 
 # One test at a time: two of these tests side by side (a torchrun launch
 # beside a group of run_workers) once broke a gloo mesh ("Connection closed
 # by peer" while connecting), which no single test does alone.
 multiprocess: $(STAMP)
-	$(BIN)/pytest $(MULTIPROCESS_TESTS) -q -p no:xdist --durations=4
+	$(TIMED) $(BIN)/pytest $(MULTIPROCESS_TESTS) -q -p no:xdist --durations=4
 
 # The wheel built from this checkout, installed with its dependencies (from
 # PyPI, through pip's cache) into an empty venv: every engine must import.
 package: $(STAMP)
-	$(BIN)/pytest tests/package -q
+	$(TIMED) $(BIN)/pytest tests/package -q
 
 # nbval takes the longest notebooks first: xdist then hands out the rest as
 # workers free up (--no-loadscope-reorder keeps this order), and both workers
@@ -102,7 +105,7 @@ NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) 
 NBVAL_RUN       := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope --no-loadscope-reorder -q
 
 nbval: $(STAMP) dot-ok
-	$(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+	$(TIMED) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 # The stored outputs must read the same on any x86-64 CPU and thread count.
 # NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
@@ -128,10 +131,10 @@ nbval-profiles: nbval-avx2 nbval-baseline
 HAS_AVX512    := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo yes)
 
 nbval-avx2: $(STAMP) dot-ok
-	$(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+	$(TIMED) $(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 nbval-baseline: $(STAMP) dot-ok
-	$(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+	$(TIMED) $(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
 
 # Every chapter with a measurement cell (one that opens with "# Measurement"),
 # three times in a row while one busy process per core competes for the CPU
@@ -148,13 +151,13 @@ nbval-load: $(STAMP) dot-ok
 # thread per library: beside the other suites, kernels with a thread per core
 # spun waiting for each other and took five times as long.
 colab: $(STAMP) dot-ok
-	$(ONE_THREAD) $(BIN)/pytest tests/colab -n 2 -q
+	$(TIMED) $(ONE_THREAD) $(BIN)/pytest tests/colab -n 2 -q
 
 book-strict: $(STAMP)
-	$(BIN)/jupyter-book build . --all $(BOOK_FLAGS)
+	$(TIMED) $(BIN)/jupyter-book build . --all $(BOOK_FLAGS)
 
 browser: $(STAMP) chromium-ok
-	CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q
+	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
 # outputs (and widget state) - run after changing a chapter or the package.
