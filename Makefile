@@ -46,13 +46,24 @@ lab: $(STAMP) dot-ok
 # on Colab (rendering each notebook's markdown as Colab does).  The process
 # lane runs the tests that start worker processes and torchrun (their time
 # limits start when the workers are up, so a busy machine slows them, never
-# fails them), then installs the wheel into an empty venv.  OpenMP's threads wait
-# passively (no spinning while another suite holds the core they wait for);
-# that changes no result, only how an idle thread waits.
+# fails them), then installs the wheel into an empty venv.
 test: lint dot-ok chromium-ok
-	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target \
+	$(MAKE) --no-print-directory --output-sync=target \
 	    -j5 reader-suites computed-suites process-suites nbval-baseline colab
 	@echo "make test: all suites passed."
+
+# Threads must not spin while another suite holds the core they wait for:
+# OpenMP's (PyTorch's) wait passively, and OpenBLAS (NumPy's matmuls), whose
+# idle threads spin with no setting to stop them, runs one thread.  With two
+# OpenBLAS threads beside the other suites, chapter 6's training cell took
+# 24 s instead of 6, and the unit tests minutes instead of one.  Neither
+# changes a result: OpenBLAS splits a matmul by blocks of its output, so each
+# element sums in the same order, and the profiles below check the stored
+# outputs with one thread of every library anyway.
+SUITES := test reader-suites computed-suites process-suites unit multiprocess package nbval \
+          nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser
+$(SUITES): export OMP_WAIT_POLICY := PASSIVE
+$(SUITES): export OPENBLAS_NUM_THREADS := 1
 
 reader-suites: $(STAMP) dot-ok chromium-ok
 	$(MAKE) --no-print-directory -j1 book-strict browser
@@ -114,7 +125,7 @@ nbval: $(STAMP) dot-ok
 # matmuls run in MKL and oneDNN, which ignore ATEN_CPU_CAPABILITY: they take
 # their own caps (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA).  Without them
 # an Intel AVX-512 machine ran float64 matmuls down a path no profile covered.  `nbval`
-# above runs natively, with the default threads; these two runs, with one
+# above runs natively, with PyTorch's default threads; these two runs, with one
 # thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
 ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2 \
