@@ -605,3 +605,30 @@ def test_gpt_backward_with_one_part_of_wte(part, capsys):
     assert_not_yet(
         verdict, "grads['wte'] is wrong", f"it holds the {name}'s part only"
     )
+
+
+def test_a_stub_is_named_as_the_reader_named_it():
+    def my_gelu_backward(dinp, dout, cache):
+        raise NotImplementedError
+
+    verdict = check_gelu_backward(my_gelu_backward)
+    assert str(verdict).endswith("write my_gelu_backward(dinp, dout, cache)")
+    unnamed = check_gelu_backward(lambda dinp, dout, cache: ...)
+    assert str(unnamed).endswith("write your function(dinp, dout, cache)")
+
+
+def test_indexing_every_target_at_every_position_is_named():
+    def my_crossentropy_softmax_backward(dlogits, dloss, cache):
+        probs, targets = cache[0], cache[1]
+        B, T, _ = probs.shape
+        d = probs.copy()
+        d[:, :, targets] -= 1.0  # the classic slip
+        dlogits += d * dloss / (B * T)
+
+    verdict = check_crossentropy_softmax_backward(
+        my_crossentropy_softmax_backward
+    )
+    assert verdict.status != "correct"
+    assert "np.arange(B)[:, None], np.arange(T), targets" in str(verdict), str(
+        verdict
+    )

@@ -109,6 +109,13 @@ class _Case:
     bugs: dict[str, list[tuple[np.ndarray, str]]] = field(default_factory=dict)
 
 
+def _todo(fn, rest: str) -> str:
+    """What a stub still has to do, in the reader's own name for it:
+    "write my_gelu_backward(dinp, dout, cache)"."""
+    name = getattr(fn, "__name__", "")
+    return f"write {name if name.isidentifier() else 'your function'}{rest}"
+
+
 def _arrays_in(value) -> list[np.ndarray]:
     """Every ndarray in a cache (an array, or tuples and lists of them)."""
     if isinstance(value, np.ndarray):
@@ -355,7 +362,7 @@ def check_layernorm_backward(fn, exercise: int = 1) -> Verdict:
     it must add the three gradients into the buffers."""
 
     def check(fn):
-        todo = "write layernorm_backward(dinp, dweight, dbias, dout, cache)"
+        todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
         cases = [_layernorm_case(np.random.default_rng(3))]
         _run_layer_check(fn, cases, todo, _LAYERNORM)
 
@@ -447,7 +454,7 @@ def check_gelu_backward(fn, exercise: int = 2) -> Verdict:
     it must add dinp into its buffer."""
 
     def check(fn):
-        todo = "write gelu_backward(dinp, dout, cache)"
+        todo = _todo(fn, "(dinp, dout, cache)")
         cases = [_gelu_case(np.random.default_rng(4))]
         _run_layer_check(fn, cases, todo, _GELU)
 
@@ -476,8 +483,20 @@ def _crossentropy_case(rng) -> _Case:
     right = _torch_vjp(forward, {"logits": logits, "targets": targets}, dloss)
     probs = cache[0]
     onehot = np.eye(V)[targets]
+    # `dlogits[:, :, targets] -= ...` takes, at every position, the columns
+    # of all B*T targets
+    every_target = np.zeros(V)
+    every_target[np.unique(targets)] = 1.0
     bugs = {
         "dlogits": [
+            (
+                (probs - every_target) * dloss / (B * T),
+                "the one-hot part is subtracted at every target of the "
+                "batch at each position: `dlogits[:, :, targets]` picks all "
+                "B*T target columns for every (b, t). Index each position "
+                "with its own target: `dlogits[np.arange(B)[:, None], "
+                "np.arange(T), targets]`",
+            ),
             (
                 (probs - onehot) * dloss,
                 "it is not divided by B*T: the loss is the mean over the "
@@ -526,7 +545,7 @@ def check_crossentropy_softmax_backward(fn, exercise: int = 3) -> Verdict:
     it must add dlogits into its buffer."""
 
     def check(fn):
-        todo = "write crossentropy_softmax_backward(dlogits, dloss, cache)"
+        todo = _todo(fn, "(dlogits, dloss, cache)")
         cases = [_crossentropy_case(np.random.default_rng(5))]
         _run_layer_check(fn, cases, todo, _CROSSENTROPY)
 
@@ -681,7 +700,7 @@ def check_attention_backward(fn, exercise: int = 4) -> Verdict:
     multi-head, on the qkv matmul's output): it must add dinp (B, T, 3C)."""
 
     def check(fn):
-        todo = "write attention_backward(dinp, dout, cache)"
+        todo = _todo(fn, "(dinp, dout, cache)")
         cases = [_attention_case(np.random.default_rng(6))]
         _run_layer_check(fn, cases, todo, _ATTENTION, detail=_wrong_thirds)
 
@@ -758,7 +777,7 @@ def check_encoder_backward(fn, exercise: int = 5) -> Verdict:
     tokens repeat, and T is shorter than wpe)."""
 
     def check(fn):
-        todo = "write encoder_backward(dwte, dwpe, dout, cache)"
+        todo = _todo(fn, "(dwte, dwpe, dout, cache)")
         cases = [_encoder_case(np.random.default_rng(7))]
         _run_layer_check(fn, cases, todo, _ENCODER)
 
@@ -855,7 +874,7 @@ def check_matmul_backward(fn, exercise: int = 6) -> Verdict:
     the LM head)."""
 
     def check(fn):
-        todo = "write matmul_backward(dinp, dweight, dbias, dout, cache)"
+        todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
         rng = np.random.default_rng(8)
         cases = [
             _matmul_case(rng, 4, 4, True, "with a square weight (4, 4)"),
@@ -929,7 +948,7 @@ def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
     from ..gpt.reference import torch_forward_backward
 
     def check(fn):
-        todo = "write gpt_backward(params, config, cache) from your layers"
+        todo = _todo(fn, "(params, config, cache) from your layers")
         config, params, idx, targets = _capstone_model()
         _, cache = gpt_forward(params, config, idx, targets)
         params_before = {n: p.copy() for n, p in params.items()}

@@ -135,7 +135,12 @@ def worker_main(
         dist.init_process_group(
             BACKEND, store=store, rank=rank, world_size=world_size, timeout=wait
         )
-        message = ("ok", rank, to_numpy(fn(rank, world_size, *args)))
+        result = fn(rank, world_size, *args)
+        # Leave the group together: gloo's ranks connect pairwise, and a
+        # rank that closed its connections while a slower peer was still
+        # connecting broke that peer's start-up ("Connection closed by peer").
+        dist.barrier()
+        message = ("ok", rank, to_numpy(result))
     except BaseException:
         message = ("error", rank, traceback.format_exc())
     try:
