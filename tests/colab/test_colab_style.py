@@ -7,12 +7,12 @@ bottom in a kernel whose Python sees the pinned requirements but *not*
 IPython stack (`colab_versions.txt`: ipywidgets 7.7, IPython 7.34, ...)
 installed in front of them; `BACKPROP_LESSONS_SOURCE` points at this checkout, so
 the setup cell must `%pip install` the package itself.  One throwaway
-environment serves all notebooks of a test process: the first notebook
-installs the package into it and later ones find it installed (each still
-runs with no repository files around it).  Each test process installs from
-its own copy of the package's source: pip builds a source directory in place
-(it writes `*.egg-info` next to the code), and two xdist workers building the
-same checkout at once would race.
+environment serves every notebook, in every xdist worker: the first worker
+builds it under a file lock while the others wait for it.  The first
+notebook to run installs the package into it and later ones find it
+installed (each still runs with no repository files around it); setup
+cells run one at a time under that lock, so two workers never install at
+once.
 """
 
 from __future__ import annotations
@@ -26,19 +26,40 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from filelock import FileLock
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL = "backprop-colab-check"
 COLAB_VERSIONS = Path(__file__).with_name("colab_versions.txt")
+SETUP = "# Setup: the book's package"  # the first line of every setup cell
 
 
 @pytest.fixture(scope="session")
-def colab_env(tmp_path_factory):
+def shared_dir(tmp_path_factory, worker_id) -> Path:
+    """A directory of this run that every xdist worker sees: the workers'
+    common base temp (each worker's own is inside it); without xdist, the
+    run's base temp itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+@pytest.fixture(scope="session")
+def colab_env(shared_dir):
+    """The run's one Colab-style venv, built by the first worker to ask."""
+    env = shared_dir / "colab-env"
+    with FileLock(shared_dir / "colab-env.lock"):
+        if not (env / "ready").exists():
+            shutil.rmtree(env, ignore_errors=True)
+            _build_colab_env(env)
+            (env / "ready").touch()
+    return env
+
+
+def _build_colab_env(env: Path) -> None:
     """A venv that reaches the requirements through a .pth file, not the
     package."""
-    env = tmp_path_factory.mktemp("colab-env")
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
     purelib = subprocess.check_output(
@@ -106,12 +127,12 @@ def colab_env(tmp_path_factory):
             }
         )
     )
-    return env
 
 
 @pytest.fixture(scope="session")
 def package_source(tmp_path_factory):
-    """A private copy of what pip needs to build the package (see the top)."""
+    """A copy of what pip needs to build the package: pip writes
+    `*.egg-info` into the source it builds, never into the checkout."""
     source = tmp_path_factory.mktemp("package-source")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -125,7 +146,7 @@ def package_source(tmp_path_factory):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_alone(
-    path, colab_env, package_source, tmp_path, monkeypatch
+    path, colab_env, shared_dir, package_source, tmp_path, monkeypatch
 ):
     shutil.copy(path, tmp_path / path.name)
     monkeypatch.setenv("JUPYTER_PATH", str(colab_env / "share" / "jupyter"))
@@ -138,7 +159,14 @@ def test_notebook_runs_alone(
         timeout=600,
         resources={"metadata": {"path": str(tmp_path)}},
     )
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    # raises CellExecutionError, naming the cell, on any error
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.source.startswith(SETUP):
+                with FileLock(shared_dir / "colab-env.lock"):
+                    client.execute_cell(cell, index)
+            else:
+                client.execute_cell(cell, index)
     spec = subprocess.run(
         [
             colab_env / "bin" / "python",
