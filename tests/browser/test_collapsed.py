@@ -176,6 +176,9 @@ def test_deeper_code_cell_is_closed_in_a_deeper_box(demo_page, mode):
     expect(cell.locator(".cell_output")).to_contain_text(
         "1 + 2 + ... + 100 = 5050"
     )
+    # an 82-character line, the longest a notebook holds, needs no scrolling
+    source = cell.locator(".cell_input pre")
+    assert source.evaluate("pre => pre.scrollWidth <= pre.clientWidth")
     assert "Click to hide" in _style(box, "content", "::before")
     # the cell inside the box is drawn within the box's edges
     inner, outer = cell.bounding_box(), box.bounding_box()
