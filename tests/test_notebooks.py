@@ -304,3 +304,57 @@ def test_collapsed_blocks_follow_the_convention(path):
             if not alone:
                 bad.append((i, "</details> alone, between blank lines"))
     assert not bad, f"{path.name}: (cell, expected): {bad}"
+
+
+DEEPER_BOX_AT_END = re.compile(
+    r'<details class="deeper"><summary>[^\n]+</summary>\n\n'
+    r"(?:(?!<details\b)[\s\S])*</details>\s*$"
+)
+#: tags that hide a cell behind myst-nb's own toggle (a look of its own)
+OTHER_HIDING = {"hide-cell", "hide-input", "hide-output", "solution"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + DEMO_NOTEBOOKS, ids=lambda p: p.stem)
+def test_deeper_cells_follow_their_box(path):
+    """A code cell tagged `deeper` belongs to the detour of the markdown
+    Deeper box just above it: the markdown cell before it (or before the run
+    of `deeper` cells it is part of) ends with that box, and the book puts
+    the cells inside it (book/_ext/reading.py).  Such a cell has no other
+    hiding tag: the box hides it."""
+    cells = json.loads(path.read_text())["cells"]
+    bad = []
+    for i, c in enumerate(cells):
+        tags = set(c["metadata"].get("tags", []))
+        if c["cell_type"] != "code" or "deeper" not in tags:
+            continue
+        if tags & OTHER_HIDING:
+            bad.append((i, f"also tagged {sorted(tags & OTHER_HIDING)}"))
+        j = i - 1
+        while (
+            j >= 0
+            and cells[j]["cell_type"] == "code"
+            and "deeper" in set(cells[j]["metadata"].get("tags", []))
+        ):
+            j -= 1
+        before = cells[j] if j >= 0 else {"cell_type": None, "source": []}
+        if before["cell_type"] != "markdown" or not DEEPER_BOX_AT_END.search(
+            "".join(before["source"])
+        ):
+            bad.append((i, f"cell {j} does not end with a Deeper box"))
+    assert not bad, f"{path.name}: `deeper` cells (cell, problem): {bad}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_detour_code_is_tagged_deeper(path):
+    """Detour code is tagged `deeper` (inside its Deeper box in the book),
+    not `hide-cell` or `hide-input`, whose toggles look different."""
+    found = [
+        (i, t)
+        for i, c in enumerate(_code_cells(path))
+        for t in c["metadata"].get("tags", [])
+        if t in ("hide-cell", "hide-input")
+    ]
+    assert not found, (
+        f"{path.name}: (code cell, tag) {found}: tag detour code `deeper`, "
+        "after a markdown Deeper box"
+    )

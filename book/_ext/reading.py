@@ -8,6 +8,19 @@ Exercise solutions stay hidden until the reader asks for them
     content is not rendered, so neither the code nor its "correct" verdict
     is visible, selectable or read aloud before the click.
 
+Detour code sits in its Deeper box
+    A notebook code cell tagged `deeper` belongs to the detour described by
+    the markdown Deeper box just above it (`<details class="deeper">` ...
+    `</details>` at the end of the markdown cell before it; several tagged
+    cells in a row follow the same box).  In the page the cells move inside
+    that box, after its text, so a detour with code is one closed box with
+    one look and one name (its summary, "Deeper: ..."), exactly like a
+    detour without code.  JupyterLab and Colab cannot put a cell inside a
+    markdown box: there the box closes over its text and the cells follow
+    it, so the box's text says what the cells below do.  A `deeper` cell
+    with no box above it, or one also tagged to be hidden another way,
+    fails the build (a warning under -W).
+
 Hidden cells are named by their visible text
     myst-nb gives every hidden cell's summary the accessible name "Toggle
     hidden content"; here the summary's own text ("Show the solution",
@@ -29,6 +42,9 @@ from html import escape
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 SOLUTION_TAG = "solution"
 PROMPT_SHOW = "Show the solution"
@@ -55,6 +71,79 @@ class HideSolutionCells(SphinxPostTransform):
                 node["hide_mode"] = "all"
                 node["prompt_show"] = PROMPT_SHOW
                 node["prompt_hide"] = PROMPT_HIDE
+
+
+DEEPER_TAG = "deeper"
+#: tags that hide a cell behind myst-nb's own toggle: not inside a Deeper box
+_OTHER_HIDING = {"hide-cell", "hide-input", "hide-output", SOLUTION_TAG}
+_DETAILS_OPEN = re.compile(r"<details\b")
+_DETAILS_CLOSE = re.compile(r"</details\s*>")
+_DEEPER_OPEN = re.compile(r'<details\s[^>]*class="[^"]*\bdeeper\b[^"]*"')
+
+
+def _raw_html(node) -> str | None:
+    """The text of a raw HTML node (a markdown HTML block), else None."""
+    if isinstance(node, nodes.raw) and "html" in node.get("format", "").split():
+        return node.astext()
+    return None
+
+
+def _closing_deeper_box(cell) -> nodes.raw | None:
+    """The `</details>` that ends the Deeper box right before `cell`, or None
+    when the cell does not follow one."""
+    parent = cell.parent
+    at = parent.index(cell)
+    close = parent[at - 1] if at > 0 else None
+    if close is None or (_raw_html(close) or "").strip() != "</details>":
+        return None
+    depth = 0
+    for node in reversed(parent.children[:at]):
+        text = _raw_html(node)
+        if text is None:
+            continue
+        depth += len(_DETAILS_CLOSE.findall(text))
+        depth -= len(_DETAILS_OPEN.findall(text))
+        if depth <= 0:  # the <details> that this </details> closes
+            return close if _DEEPER_OPEN.search(text) else None
+    return None
+
+
+class DeeperCellsInTheirBox(SphinxPostTransform):
+    """Move every `deeper`-tagged code cell into the markdown Deeper box
+    above it (before the box's closing `</details>`)."""
+
+    default_priority = 197
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for cell in list(self.document.findall(nodes.container)):
+            if cell.get("nb_element") != "cell_code" or (
+                f"tag_{DEEPER_TAG}" not in cell["classes"]
+            ):
+                continue
+            tags = set(cell.get("cell_metadata", {}).get("tags", []))
+            close = _closing_deeper_box(cell)
+            if tags & _OTHER_HIDING:
+                problem = (
+                    f"is also tagged {sorted(tags & _OTHER_HIDING)}: the box "
+                    "already hides it"
+                )
+            elif close is None:
+                problem = (
+                    "does not follow a Deeper box (end the markdown cell "
+                    'before it with <details class="deeper"><summary>Deeper: '
+                    "...</summary> ... </details>)"
+                )
+            else:
+                cell.parent.remove(cell)
+                close.parent.insert(close.parent.index(close), cell)
+                continue
+            logger.warning(
+                f"a code cell tagged `{DEEPER_TAG}` {problem}",
+                location=cell,
+                type="reading",
+                subtype="deeper",
+            )
 
 
 def _visit_hidden_cell(self, node) -> None:
@@ -97,5 +186,6 @@ def setup(app: Sphinx) -> dict:
         html=(_visit_hidden_cell, _depart_hidden_cell),
     )
     app.add_post_transform(HideSolutionCells)
+    app.add_post_transform(DeeperCellsInTheirBox)
     app.connect("html-page-context", _theme_colours_for_source_blocks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -5,8 +5,11 @@ The notebooks write them as plain HTML, `<details class="why|hint|deeper">
 book/_static/book.css draws them as the theme's dropdown admonitions: the
 admonition box and title bar in the theme's info colours, closed until the
 summary is clicked, "Click to show" / "Click to hide" beside a chevron.
-Math inside is typeset by MathJax like any other.  The demo book holds one
-of each kind; chapter 1 shows an exercise's "Why" with its formulas.
+Math inside is typeset by MathJax like any other.  A detour with code is
+the same box: its code cells, tagged `deeper`, sit inside the markdown box
+above them (book/_ext/reading.py), with no toggle of their own.  The demo
+book holds one of each kind, and a Deeper box with a code cell; chapter 1
+shows an exercise's "Why" with its formulas.
 """
 
 from __future__ import annotations
@@ -23,7 +26,42 @@ KINDS = {
     "hint": "Hint",
     "deeper": "Deeper: checking without a kernel",
 }
+WITH_CODE = "Deeper: a detour with code"  # the demo's Deeper box with a cell
 BLOCKS = "article details:is(.why, .hint, .deeper)"
+#: what makes a closed box look as it does: the same for every Deeper box
+LOOK = (
+    [
+        (None, p, None)
+        for p in (
+            "border-left-color",
+            "border-left-width",
+            "border-radius",
+            "background-color",
+            "box-shadow",
+            "padding-left",
+            "margin-top",
+            "margin-bottom",
+            "width",
+        )
+    ]
+    + [
+        ("> summary", p, pseudo)
+        for p, pseudo in (
+            ("background-color", None),
+            ("color", None),
+            ("font-weight", None),
+            ("font-size", None),
+            ("padding-left", None),
+            ("padding-top", None),
+            ("height", None),
+            ("cursor", None),
+            ("font-family", "::before"),
+            ("content", "::before"),
+            ("mask-image", "::after"),
+        )
+    ]
+    + [(None, "content", "::before")]
+)  # "Click to show"
 
 
 def _style(locator, prop: str, pseudo: str | None = None) -> str:
@@ -32,6 +70,22 @@ def _style(locator, prop: str, pseudo: str | None = None) -> str:
         ".getPropertyValue(prop)",
         [prop, pseudo],
     )
+
+
+def _box(page, cls: str, title: str):
+    """The collapsed block of class `cls` whose summary reads `title`."""
+    return page.locator(f"article details.{cls}").filter(
+        has=page.locator("> summary", has_text=title)
+    )
+
+
+def _look(block) -> dict:
+    return {
+        (part, prop, pseudo): _style(
+            block.locator(part) if part else block, prop, pseudo
+        )
+        for part, prop, pseudo in LOOK
+    }
 
 
 def _theme(page, var: str) -> str:
@@ -60,7 +114,7 @@ def test_demo_blocks_are_closed_dropdowns_that_open_on_a_click(demo_page, mode):
     page = p.page
     p.wait_for_math()
     for cls, title in KINDS.items():
-        block = page.locator(f"article details.{cls}")
+        block = _box(page, cls, title)
         expect(block).to_have_count(1)
         summary = block.locator("> summary")
         body = block.locator("> :not(summary)").first
@@ -94,6 +148,50 @@ def test_demo_blocks_are_closed_dropdowns_that_open_on_a_click(demo_page, mode):
     p.assert_clean()
 
 
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_deeper_code_cell_is_closed_in_a_deeper_box(demo_page, mode):
+    """A detour's code cell (tagged `deeper`) is inside the markdown Deeper
+    box above it: closed on arrival, with no toggle of its own, the box
+    looking and named like a Deeper box without code."""
+    p = demo_page(DEMO, mode=mode)
+    page = p.page
+    p.wait_for_math()
+    box = _box(page, "deeper", WITH_CODE)
+    expect(box).to_have_count(1)
+    cell = box.locator("> div.cell.tag_deeper")
+    expect(cell).to_have_count(1)
+    expect(box).not_to_have_attribute("open", "")
+    expect(cell).to_be_hidden()
+    # no toggle of myst-nb's ("Show code cell source"), inside or outside
+    expect(page.locator("article div.cell.tag_deeper")).to_have_count(1)
+    expect(cell.locator("details, summary")).to_have_count(0)
+    summary = box.locator("> summary")
+    expect(summary).to_have_text(WITH_CODE)
+    expect(summary).to_have_accessible_name(WITH_CODE)
+    plain = _box(page, "deeper", KINDS["deeper"])
+    assert _look(box) == _look(plain), "the two Deeper boxes look different"
+    summary.click()
+    expect(box).to_have_attribute("open", "")
+    expect(cell.locator(".cell_input")).to_be_visible()
+    expect(cell.locator(".cell_output")).to_contain_text(
+        "1 + 2 + ... + 100 = 5050"
+    )
+    # an 82-character line, the longest a notebook holds, needs no scrolling
+    source = cell.locator(".cell_input pre")
+    assert source.evaluate("pre => pre.scrollWidth <= pre.clientWidth")
+    assert "Click to hide" in _style(box, "content", "::before")
+    # the cell inside the box is drawn within the box's edges
+    inner, outer = cell.bounding_box(), box.bounding_box()
+    assert outer["x"] < inner["x"]
+    assert inner["x"] + inner["width"] < outer["x"] + outer["width"]
+    page.mouse.move(0, 0)
+    box.scroll_into_view_if_needed()
+    box.screenshot(path=str(p.screenshot(f"demo_deeper_code_{mode}", False)))
+    summary.click()
+    expect(cell).to_be_hidden()
+    p.assert_clean()
+
+
 def test_summary_is_a_keyboard_control(demo_page):
     p = demo_page(DEMO)
     summary = p.page.locator(f"{BLOCKS}.hint > summary")
@@ -104,6 +202,11 @@ def test_summary_is_a_keyboard_control(demo_page):
     assert _style(summary, "outline-style") == "solid"
     p.page.keyboard.press("Space")
     expect(p.page.locator(f"{BLOCKS}.hint > p").first).to_be_hidden()
+    # a Deeper box with code opens from the keyboard too
+    box = _box(p.page, "deeper", WITH_CODE)
+    box.locator("> summary").focus()
+    p.page.keyboard.press("Enter")
+    expect(box.locator("> div.cell .cell_input")).to_be_visible()
 
 
 def test_chapter_why_opens_with_its_formulas(book_page):

@@ -19,35 +19,12 @@ pytestmark = pytest.mark.browser
 
 MAX_SCREENS = 30
 
-#: chapters over the limit that another change still has to shorten
-# lead: over 30 screens, see notes
-OVER = {
-    "notebooks/01_value_nodes",
-    "notebooks/06_gpt_backward",
-    "notebooks/07_debugging_backward",
-    "notebooks/08_backprop_at_scale",
-}
-
 # After two animation frames the browser has laid the page out again.
 _LAID_OUT_HEIGHT = """() => new Promise(done => requestAnimationFrame(() =>
     requestAnimationFrame(() => done(document.documentElement.scrollHeight))))"""
 
 
-def _params() -> list:
-    return [
-        pytest.param(
-            page,
-            marks=pytest.mark.xfail(
-                strict=False, reason="lead: over 30 screens, see notes"
-            ),
-        )
-        if page in OVER
-        else page
-        for page in CHAPTERS
-    ]
-
-
-@pytest.mark.parametrize("page", _params())
+@pytest.mark.parametrize("page", CHAPTERS)
 def test_chapter_is_at_most_30_screens(shared_page, page):
     p = shared_page(page + ".html")
     assert p.page.viewport_size == DESKTOP
