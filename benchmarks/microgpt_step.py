@@ -5,9 +5,9 @@ What it measures
     4 heads, 16 channels) on two engines:
       scalar  backprop_lessons.microgpt: every number a Value, the loss built
               one token at a time through the KV cache, then loss.backward()
-      numpy   backprop_lessons.gpt.micro: micro_forward / micro_backward,
-              the hand-written layer backwards of gpt.layers on (1, T, C)
-              arrays
+      numpy   backprop_lessons.microgpt.numpy_twin: micro_forward /
+              micro_backward, the hand-written layer backwards of gpt.layers
+              on (1, T, C) arrays
     for names of 2, 5 and 11 letters (3, 6 and 12 positions).  Also timed:
     the scalar forward alone on Values and on plain floats (no graph), and
     the scalar step with Python's cyclic garbage collector on (its default)
@@ -47,8 +47,7 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # file in pyproject.toml for this reason)
 import numpy as np
 
-from backprop_lessons.gpt import micro
-from backprop_lessons.microgpt import MicroGPT, paused_gc
+from backprop_lessons.microgpt import MicroGPT, numpy_twin, paused_gc
 from backprop_lessons.scalar import zero_grad
 from harness import print_table, write_results
 
@@ -59,7 +58,7 @@ NUMPY_RUNS = 20
 
 def validate(model: MicroGPT, name: str) -> None:
     """Both engines agree before anything is timed."""
-    check = micro.compare_with_scalar(model, name, tol=1e-12)
+    check = numpy_twin.compare_with_scalar(model, name, tol=1e-12)
     if not check.passed:
         raise SystemExit(f"{name}: the engines disagree, nothing timed\n{check}")
     if model.loss(name).data != model.loss_value(name):
@@ -85,14 +84,14 @@ def time_numpy(params, config, tokens) -> float:
     best = float("inf")
     for _ in range(NUMPY_RUNS):
         t0 = time.perf_counter()
-        _, cache = micro.micro_forward(params, config, tokens)
-        micro.micro_backward(params, config, cache)
+        _, cache = numpy_twin.micro_forward(params, config, tokens)
+        numpy_twin.micro_backward(params, config, cache)
         best = min(best, time.perf_counter() - t0)
     return best
 
 
 def measure(model: MicroGPT, name: str, repeats: int) -> dict:
-    params, tokens = micro.params_from_model(model), model.encode(name)
+    params, tokens = numpy_twin.params_from_model(model), model.encode(name)
     state = model.float_state()
     names = ("fwd", "bwd", "step_gc_on", "float_fwd", "numpy")
     best = dict.fromkeys(names, float("inf"))

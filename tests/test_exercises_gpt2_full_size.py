@@ -84,7 +84,7 @@ def test_attention_crossover(capsys):
 
 def to_hf_state_dict(params, config, transpose=CONV1D_PARAMETERS):
     state = {}
-    for name, *_, key in PARAMETER_TABLE:
+    for name, key in PARAMETER_TABLE:
         p = params[name]
         if "{l}" in key:
             for l in range(config.n_layer):

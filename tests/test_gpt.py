@@ -172,7 +172,7 @@ def test_model_gradients_match_pytorch_float64(name):
     for row in table.rows[1:]:
         assert row.rel_error < 1e-10, row
     assert [r.name for r in table.rows[1:]] == [
-        name for name, _, _ in PARAMETER_TABLE
+        name for name, _ in PARAMETER_TABLE
     ]
 
 

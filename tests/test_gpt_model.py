@@ -17,7 +17,7 @@ CONFIG = GPTConfig(vocab_size=11, block_size=7, n_layer=3, n_head=2, n_embd=4)
 
 def test_written_out_shapes_are_in_table_order_and_count_as_gpt2():
     shapes = parameter_shapes(CONFIG)
-    assert list(shapes) == [name for name, _, _ in PARAMETER_TABLE]
+    assert list(shapes) == [name for name, _ in PARAMETER_TABLE]
     V, maxT, L, C = 11, 7, 3, 4
     # embeddings + L blocks of 12 C^2 + 13 C + the final layernorm
     expected = V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
@@ -33,7 +33,7 @@ def test_block_parameters_are_the_ones_stacked_along_layers():
     assert list(BLOCK_PARAMETERS) == grown
     for name in BLOCK_PARAMETERS:
         assert shapes[name][0] == CONFIG.n_layer
-    for name, _, hf_key in PARAMETER_TABLE:
+    for name, hf_key in PARAMETER_TABLE:
         assert ("{l}" in hf_key) == (name in BLOCK_PARAMETERS)
 
 

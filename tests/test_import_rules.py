@@ -28,6 +28,7 @@ ENGINES = [
     "microgpt/__init__.py",
     "microgpt/model.py",
     "microgpt/measure.py",
+    "microgpt/numpy_twin.py",
     "numerics.py",
     "example_graphs.py",
     "graph_stats.py",
@@ -39,7 +40,6 @@ ENGINES = [
     "gpt/model.py",
     "gpt/checks.py",
     "gpt/train.py",
-    "gpt/micro.py",
     "gpt/hf_checkpoint.py",
     *sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "data").glob("*.py")),
 ]
@@ -91,3 +91,13 @@ def test_engine_imports_nothing_that_draws_or_runs_torch(name):
 def test_the_check_sees_imports_inside_functions():
     source = "def f():\n    import torch\n    from ..viz import plots\n"
     assert {"torch", "viz"} <= imported_names(source)
+
+
+def test_gpt_never_imports_microgpt():
+    """microgpt's NumPy twin is built from gpt's layer pairs, so imports go
+    microgpt -> gpt and never back (ARCHITECTURE.md)."""
+    for path in sorted((PACKAGE / "gpt").glob("*.py")):
+        found = imported_names(path.read_text())
+        assert not any("microgpt" in module.split(".") for module in found), (
+            f"gpt/{path.name} imports microgpt"
+        )

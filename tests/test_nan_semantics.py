@@ -258,7 +258,7 @@ def test_relu_of_nan_is_nan_with_slope_1_in_every_engine():
     gradient (or tangent) passes through it with slope 1."""
     from backprop_lessons import microgpt
     from backprop_lessons.forward_mode import Dual
-    from backprop_lessons.gpt import micro
+    from backprop_lessons.microgpt import numpy_twin
 
     expected = torch.relu(torch.tensor(math.nan, requires_grad=True))
     expected.backward()  # PyTorch: nan, and slope 1 at nan
@@ -274,8 +274,8 @@ def test_relu_of_nan_is_nan_with_slope_1_in_every_engine():
     assert np.isnan(tr.data[0]) and list(tr.data[1:]) == [0.0, 2.0]
     assert list(t.grad) == [1.0, 0.0, 1.0]
     assert math.isnan(microgpt.model._relu(math.nan))  # microgpt on floats
-    out, cache = micro.relu_forward(np.array([math.nan, -1.0, 2.0]))
+    out, cache = numpy_twin.relu_forward(np.array([math.nan, -1.0, 2.0]))
     assert np.isnan(out[0])
     dinp = np.zeros(3)
-    micro.relu_backward(dinp, np.ones(3), cache)  # the NumPy twin
+    numpy_twin.relu_backward(dinp, np.ones(3), cache)  # the NumPy twin
     assert list(dinp) == [1.0, 0.0, 1.0]

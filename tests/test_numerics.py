@@ -16,12 +16,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backprop_lessons.numerics import (
+    axes,
+    below,
+    broadcast_source,
+    flag,
     format_fixed,
+    int_args,
+    integer_array,
     log_softmax,
+    matmul_shapes,
     one_hot,
     positive_int,
     sigmoid,
     softmax,
+    token_ids,
 )
 from backprop_lessons.scalar import float_sigmoid
 
@@ -119,3 +127,56 @@ def test_positive_int_with_a_minimum_says_so():
 )
 def test_format_fixed_never_prints_negative_zero(x, digits, text):
     assert format_fixed(x, digits) == text
+
+
+def test_the_array_validators_return_what_they_accept():
+    assert flag("f", "b", np.bool_(True)) is True
+    assert integer_array("f", "y", [1.0, 2.0], whole_floats=True).tolist() == [
+        1,
+        2,
+    ]
+    assert below("f", "y", np.array([0, 2]), 3).tolist() == [0, 2]
+    assert axes("f", -1, 3) == (2,) and axes("f", None, 2) == (0, 1)
+    assert (
+        int_args("f", "shape", ((2, 3),)) == (2, 3) == int_args("f", "s", (2, 3))
+    )
+    assert broadcast_source("f", "g", (3, 1), (2, 3, 4)) == (3, 1)
+    assert matmul_shapes("f", (5, 2, 3), (3, 4)) == (5, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: flag("f", "b", 1), TypeError, r"^f: b must be True or False"),
+        (
+            lambda: integer_array("f", "y", [1.5], "labels", whole_floats=True),
+            TypeError,
+            r"^f: y must be integer labels, got dtype float64",
+        ),
+        (
+            lambda: below("f", "y", np.array([-1, 2]), 3),
+            ValueError,
+            r"^f: y must lie in \[0, 3\), got values from -1 to 2",
+        ),
+        (
+            lambda: token_ids("f", "ids", [-1]),
+            ValueError,
+            r"^f: ids must lie in \[0, inf\)",
+        ),
+        (lambda: axes("f", (0, -2), 2), ValueError, r"^f: repeated axis"),
+        (lambda: int_args("f", "shape", (2, "3")), TypeError, r"^f: shape must"),
+        (
+            lambda: broadcast_source("f", "g", (2,), (3,)),
+            ValueError,
+            r"^f: g of shape \(3,\) cannot come from broadcasting shape \(2,\)",
+        ),
+        (
+            lambda: matmul_shapes("f", (2, 3), (2, 3)),
+            ValueError,
+            r"^f: \(2, 3\) @ \(2, 3\): inner dimensions 3 and 2 differ",
+        ),
+    ],
+)
+def test_the_array_validators_name_the_operation(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,4 +1,4 @@
-"""A small microgpt shared by the tests of `microgpt` and `gpt.micro`."""
+"""A small microgpt shared by the tests of `microgpt` and its NumPy twin."""
 
 from __future__ import annotations
 

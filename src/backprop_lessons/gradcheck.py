@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .numerics import real_array
+from .numerics import flag, real_array
 from .scalar import Value
 from .tensor import Tensor
 
@@ -422,10 +422,7 @@ def gradcheck(
     entry-by-entry rows are too slow (pass it a large input and look at that
     row only).
     """
-    if not isinstance(dot_product, (bool, np.bool_)):
-        raise TypeError(
-            f"gradcheck: dot_product must be True or False, got {dot_product!r}"
-        )
+    dot_product = flag("gradcheck", "dot_product", dot_product)
     names, arrays = _named_inputs(inputs, names, "gradcheck")
     tensors = [Tensor(a, requires_grad=True) for a in arrays]
     out = f(*tensors)

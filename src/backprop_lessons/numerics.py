@@ -24,6 +24,20 @@ Checks and formatting:
     real_number(op, name, x)        a float, never None, a bool or a string
     instance_of(op, name, x, cls)   x itself, or a TypeError naming `cls`
     non_negative(op, name, value)   a number >= 0 (noise levels)
+    one_of, entries_of, length_is, rows_of, in_range
+                                    a choice, a list of one kind, a count,
+                                    rows of a width, a closed range
+    flag(op, name, value)           True or False (a bool or NumPy's bool)
+    integer_array(op, name, x, what)  integers (whole floats too if asked)
+    below(op, name, arr, n)         every entry in [0, n) (labels, token ids)
+    axes(op, axis, ndim)            None, an int or ints as sorted axes
+    one_axis(op, axis, shape)       the one non-empty axis of a softmax
+    int_args(op, name, args)        f(2, 3) or f((2, 3)) as a tuple of ints
+    same_shape(op, name, arr, shape, whose)   arr.shape == shape
+    broadcast_shape(what, a, b)     the broadcast shape of a and b
+    broadcast_source(op, name, shape, target)  shape broadcasts to target
+    matmul_shapes(op, a, b)         the shape of a @ b for stacks of matrices
+    gradient_shape(op, g, shape)    a gradient has its input's shape
     format_fixed(x, digits)         fixed-point text without "-0.0000"
 
 What this is not: a place for anything with a backward.  A function here is
@@ -55,6 +69,17 @@ __all__ = [
     "length_is",
     "rows_of",
     "in_range",
+    "flag",
+    "integer_array",
+    "below",
+    "axes",
+    "one_axis",
+    "int_args",
+    "same_shape",
+    "broadcast_shape",
+    "broadcast_source",
+    "matmul_shapes",
+    "gradient_shape",
     "real_operand",
     "real_power_domain",
     "finite_quotient_domain",
@@ -89,11 +114,7 @@ def one_hot(y, K: int, dtype=np.float64) -> np.ndarray:
             "one_hot: labels must be a 1-D array of integers, "
             f"got shape {y.shape} and dtype {y.dtype}"
         )
-    if y.size and (y.min() < 0 or y.max() >= K):
-        raise ValueError(
-            f"one_hot: labels must lie in [0, {K}), "
-            f"got values from {y.min()} to {y.max()}"
-        )
+    below("one_hot", "labels", y, K)
     Y = np.zeros((y.shape[0], K), dtype=dtype)  # (B, K)
     Y[np.arange(y.shape[0]), y] = 1
     return Y
@@ -181,12 +202,7 @@ def class_labels(op: str, name: str, y, K: int | None = None, n=None):
         )
     if n is not None and y.shape[0] != n:
         raise ValueError(f"{op}: {y.shape[0]} {name} for {n} rows")
-    if K is not None and y.size and (y.min() < 0 or y.max() >= K):
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {K}), "
-            f"got values from {y.min()} to {y.max()}"
-        )
-    return y
+    return y if K is None else below(op, name, y, K)
 
 
 def token_ids(op: str, name: str, ids, vocab_size=None, min_size: int = 0):
@@ -196,23 +212,12 @@ def token_ids(op: str, name: str, ids, vocab_size=None, min_size: int = 0):
     Refuses floats (1.7 is no token; NumPy would truncate it) and negative ids
     (Python would count -1 from the end and quietly read the last token).
     """
-    arr = real_array(op, name, ids)
-    if arr.dtype.kind not in "iu" and arr.size:
-        raise TypeError(
-            f"{op}: {name} must be integer token ids, got dtype {arr.dtype}"
-        )
-    arr = arr.astype(np.int64)
+    arr = integer_array(op, name, ids, "token ids").astype(np.int64)
     if arr.size < min_size:
         raise ValueError(
             f"{op}: {name} must hold at least {min_size} token(s), got {arr.size}"
         )
-    if arr.size and (arr.min() < 0 or (vocab_size and arr.max() >= vocab_size)):
-        upper = f"{vocab_size}" if vocab_size else "inf"
-        raise ValueError(
-            f"{op}: {name} must lie in [0, {upper}), "
-            f"got values from {arr.min()} to {arr.max()}"
-        )
-    return arr
+    return below(op, name, arr, vocab_size or math.inf)
 
 
 def non_negative(op: str, name: str, value) -> float:
@@ -270,6 +275,152 @@ def in_range(op: str, name: str, value, lo, hi):
     if lo <= value <= hi:
         return value
     raise ValueError(f"{op}: {name} must lie in [{lo}, {hi}], got {value}")
+
+
+def flag(op: str, name: str, value) -> bool:
+    """`value` as a bool if it is True or False (NumPy's bools too), else a
+    TypeError: a string such as "no" would otherwise count as True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(
+        f"{op}: {name} must be True or False, "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def integer_array(
+    op: str, name: str, x, what: str = "numbers", whole_floats: bool = False
+) -> np.ndarray:
+    """`x` as an array of integers (`what` names them in the error), or a
+    TypeError.  With `whole_floats`, floats that are whole numbers (a Tensor's
+    data holds floats) become int64; 1.7 never does."""
+    arr = real_array(op, name, x)
+    if whole_floats and arr.dtype.kind == "f" and np.all(arr == np.round(arr)):
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind in "iu" or not arr.size:
+        return arr
+    raise TypeError(f"{op}: {name} must be integer {what}, got dtype {arr.dtype}")
+
+
+def below(op: str, name: str, arr: np.ndarray, n) -> np.ndarray:
+    """`arr` if every entry lies in [0, n) (class labels, token ids), else a
+    ValueError with the range found.  Python would count -1 from the end."""
+    if not arr.size or (arr.min() >= 0 and arr.max() < n):
+        return arr
+    raise ValueError(
+        f"{op}: {name} must lie in [0, {n}), "
+        f"got values from {arr.min()} to {arr.max()}"
+    )
+
+
+def axes(op: str, axis, ndim: int) -> tuple:
+    """`axis` (None for all, an int or a tuple of ints, negative ones counted
+    from the end) as a sorted tuple of distinct axes of an `ndim`-dimensional
+    array, or a TypeError/ValueError naming `op`."""
+    if axis is None:
+        return tuple(range(ndim))
+    given = (axis,) if isinstance(axis, numbers.Integral) else axis
+    if not isinstance(given, (tuple, list)) or not all(
+        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in given
+    ):
+        raise TypeError(
+            f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}"
+        )
+    for a in given:
+        if not -ndim <= a < ndim:
+            raise ValueError(
+                f"{op}: axis {a} is out of range for a tensor "
+                f"with {ndim} dimensions"
+            )
+    out = sorted(a % ndim for a in given)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return tuple(out)
+
+
+def one_axis(op: str, axis, shape: tuple) -> int:
+    """`axis` as the one non-negative axis (of an array of `shape`) that a
+    softmax works along; it must be a single int and not empty."""
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
+    (ax,) = axes(op, axis, len(shape))
+    if shape[ax] == 0:
+        raise ValueError(f"{op}: axis {axis} of shape {shape} is empty")
+    return ax
+
+
+def int_args(op: str, name: str, args: tuple) -> tuple:
+    """Ints passed as f(2, 3) or as f((2, 3)) (NumPy's reshape and transpose
+    take both) as one tuple, or a TypeError naming `op` and `name`."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    if all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in args
+    ):
+        return args
+    raise TypeError(f"{op}: {name} must be ints, got {args!r}")
+
+
+def same_shape(op: str, name: str, arr, shape: tuple, whose: str):
+    """`arr` if it has `shape` (the shape of `whose`), else a ValueError
+    naming both shapes."""
+    if arr.shape == shape:
+        return arr
+    raise ValueError(
+        f"{op}: {name} has shape {arr.shape} but {whose} has shape {shape}; "
+        "they must be equal"
+    )
+
+
+def broadcast_shape(what: str, a: tuple, b: tuple) -> tuple:
+    """The broadcast shape of `a` and `b`, or a ValueError that starts with
+    `what` (the operation and both shapes, e.g. "add: (3, 4) + (5,)")."""
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        raise ValueError(
+            f"{what}: shapes do not broadcast (aligned from the right, "
+            "each pair of sizes must be equal or contain a 1)"
+        ) from None
+
+
+def broadcast_source(op: str, name: str, shape: tuple, target: tuple) -> tuple:
+    """`shape` if broadcasting an array of that shape can give `target` (new
+    leading axes, size-1 axes stretched), else a ValueError."""
+    extra = len(target) - len(shape)
+    if extra >= 0 and all(n in (1, m) for n, m in zip(shape, target[extra:])):
+        return shape
+    raise ValueError(
+        f"{op}: {name} of shape {target} cannot come from broadcasting "
+        f"shape {shape}"
+    )
+
+
+def matmul_shapes(op: str, a: tuple, b: tuple) -> tuple:
+    """The shape of A @ B for A (..., m, n) and B (..., n, k): (..., m, k),
+    the stacks broadcast; or a ValueError naming both shapes."""
+    what = f"{op}: {a} @ {b}"
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(
+            f"{what}: both operands need at least 2 dimensions "
+            "(use reshape to make a row or a column)"
+        )
+    if a[-1] != b[-2]:
+        raise ValueError(f"{what}: inner dimensions {a[-1]} and {b[-2]} differ")
+    batch = f"{what}: batch dimensions {a[:-2]} and {b[:-2]}"
+    return (*broadcast_shape(batch, a[:-2], b[:-2]), a[-2], b[-1])
+
+
+def gradient_shape(op: str, g, shape: tuple):
+    """`g` if it has `shape`, the shape of the input it is the gradient of
+    (the shape-check rule of every backward), else a RuntimeError naming the
+    backward of `op`: a rule that breaks it has a bug."""
+    if g.shape == shape:
+        return g
+    raise RuntimeError(
+        f"backward of {op}: a gradient of shape {g.shape} for an input of "
+        f"shape {shape}; a gradient must have its input's shape"
+    )
 
 
 # ---- the scalar engines' operands and domains (Value, Dual) ----------------

@@ -79,14 +79,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
+    numerics.broadcast_source("unbroadcast", "a gradient", shape, grad.shape)
     extra = grad.ndim - len(shape)  # number of inserted leading axes
-    if extra < 0 or any(
-        n != 1 and n != m for n, m in zip(shape, grad.shape[extra:])
-    ):
-        raise ValueError(
-            f"unbroadcast: a gradient of shape {grad.shape} "
-            f"cannot come from broadcasting shape {shape}"
-        )
     stretched = tuple(
         extra + i
         for i, n in enumerate(shape)
@@ -97,29 +91,17 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     return summed.reshape(shape)
 
 
-def _broadcast_shape(what: str, a: tuple, b: tuple) -> tuple:
-    """The broadcast shape of `a` and `b`, or a ValueError that starts with
-    `what` (the operation and both shapes, e.g. "add: (3, 4) + (5,)")."""
-    try:
-        return np.broadcast_shapes(a, b)
-    except ValueError:
-        raise ValueError(
-            f"{what}: shapes do not broadcast (aligned from the right, "
-            "each pair of sizes must be equal or contain a 1)"
-        ) from None
-
-
 def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
     """ufunc(a.data, b.data) with NumPy broadcasting; if the shapes do not
-    broadcast, the ValueError of `_broadcast_shape` ("add: (3, 4) + (5,): ...").
+    broadcast, the ValueError of `numerics.broadcast_shape` ("add: (3, 4) +
+    (5,): ...").
     Checking only on failure keeps the common case free of a second shape
     computation."""
     try:
         return ufunc(a.data, b.data)
     except ValueError:
-        _broadcast_shape(
-            f"{name}: {a.shape} {symbol} {b.shape}", a.shape, b.shape
-        )
+        what = f"{name}: {a.shape} {symbol} {b.shape}"
+        numerics.broadcast_shape(what, a.shape, b.shape)
         raise
 
 
@@ -136,31 +118,6 @@ def _as_real_array(op: str, name: str, data) -> np.ndarray:
     # float64 by default; float32 is kept as is (a copy: the tensor owns it)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return np.array(arr, dtype=dtype)
-
-
-def _normalize_axes(op: str, axis, ndim: int) -> tuple:
-    """`axis` (None, int or tuple of ints, possibly negative) as a sorted
-    tuple of axes, or a TypeError/ValueError naming `op`."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, numbers.Integral) else axis
-    if not isinstance(axes, (tuple, list)) or not all(
-        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes
-    ):
-        raise TypeError(
-            f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}"
-        )
-    out = []
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise ValueError(
-                f"{op}: axis {a} is out of range for a tensor "
-                f"with {ndim} dimensions"
-            )
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {axis}")
-    return tuple(sorted(out))
 
 
 # IEEE arithmetic without NumPy's warnings: inf and nan are results here, as
@@ -184,30 +141,6 @@ def _power(x: np.ndarray, k: float) -> np.ndarray:
     if k == -0.5:
         return 1 / np.sqrt(x)
     return x**k
-
-
-def _check_ints(op: str, name: str, values: tuple) -> None:
-    """A TypeError unless every entry of `values` is an int (not a bool)."""
-    if not all(
-        isinstance(v, numbers.Integral) and not isinstance(v, bool)
-        for v in values
-    ):
-        raise TypeError(f"{op}: {name} must be ints, got {values!r}")
-
-
-def _check_keepdims(op: str, keepdims) -> None:
-    if not isinstance(keepdims, (bool, np.bool_)):
-        raise TypeError(f"{op}: keepdims must be True or False, got {keepdims!r}")
-
-
-def _one_axis(op: str, axis, t: Tensor) -> int:
-    """The single, non-empty axis a softmax works along, or a clear error."""
-    if not isinstance(axis, numbers.Integral):
-        raise TypeError(f"{op}: axis must be one int, got {axis!r}")
-    (ax,) = _normalize_axes(op, axis, t.ndim)
-    if t.shape[ax] == 0:
-        raise ValueError(f"{op}: axis {axis} of shape {t.shape} is empty")
-    return ax
 
 
 def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
@@ -304,12 +237,9 @@ class Tensor:
         self._counter = [0]  # shared with views (see _result)
         self._versions = ()
         self.grad = None
-        if not isinstance(requires_grad, (bool, np.bool_)):
-            raise TypeError(
-                "Tensor: requires_grad must be True or False, "
-                f"got {type(requires_grad).__name__} {requires_grad!r}"
-            )
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = numerics.flag(
+            "Tensor", "requires_grad", requires_grad
+        )
         self._children, self._backward, self._saved, self._op = (), None, (), ""
 
     # ---- data and its version -----------------------------------------------
@@ -334,11 +264,9 @@ class Tensor:
             _WRITES[0] += 1
             return
         arr = _as_real_array("Tensor.data", "value", value)
-        if arr.shape != self._data.shape:
-            raise ValueError(
-                f"Tensor.data: the new array has shape {arr.shape}, the tensor "
-                f"has shape {self.shape}; they must be equal"
-            )
+        numerics.same_shape(
+            "Tensor.data", "the new array", arr, self.shape, "the tensor"
+        )
         self._data = arr.astype(self._data.dtype, copy=False)
 
     # ---- basics -------------------------------------------------------------
@@ -407,19 +335,7 @@ class Tensor:
         (..., m, n) @ (..., n, k)."""
         other = self._other(other, "matmul")
         a, b = self.data, other.data
-        if a.ndim < 2 or b.ndim < 2:
-            raise ValueError(
-                f"matmul: {a.shape} @ {b.shape}: both operands need at least "
-                "2 dimensions (use reshape to make a row or a column)"
-            )
-        if a.shape[-1] != b.shape[-2]:
-            raise ValueError(
-                f"matmul: {a.shape} @ {b.shape}: inner dimensions "
-                f"{a.shape[-1]} and {b.shape[-2]} differ"
-            )
-        batch_a, batch_b = a.shape[:-2], b.shape[:-2]
-        what = f"matmul: {a.shape} @ {b.shape}: batch dimensions"
-        _broadcast_shape(f"{what} {batch_a} and {batch_b}", batch_a, batch_b)
+        numerics.matmul_shapes("matmul", a.shape, b.shape)
         return _result(a @ b, (self, other), Tensor.matmul_backward, (a, b), "@")
 
     @staticmethod
@@ -615,8 +531,8 @@ class Tensor:
     def sum(self, axis=None, keepdims: bool = False) -> Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
-        axes = _normalize_axes("sum", axis, self.ndim)
-        _check_keepdims("sum", keepdims)
+        axes = numerics.axes("sum", axis, self.ndim)
+        keepdims = numerics.flag("sum", "keepdims", keepdims)
         out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
@@ -632,8 +548,8 @@ class Tensor:
 
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
-        axes = _normalize_axes("mean", axis, self.ndim)
-        _check_keepdims("mean", keepdims)
+        axes = numerics.axes("mean", axis, self.ndim)
+        keepdims = numerics.flag("mean", "keepdims", keepdims)
         count = int(np.prod([self.shape[a] for a in axes]))
         out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
@@ -650,8 +566,8 @@ class Tensor:
     def max(self, axis=None, keepdims: bool = False) -> Tensor:
         """Maximum over `axis` (None: all).  Ties share the gradient equally
         (like torch.amax)."""
-        axes = _normalize_axes("max", axis, self.ndim)
-        _check_keepdims("max", keepdims)
+        axes = numerics.axes("max", axis, self.ndim)
+        keepdims = numerics.flag("max", "keepdims", keepdims)
         if self.size == 0:
             raise ValueError(f"max: the tensor of shape {self.shape} is empty")
         m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
@@ -674,9 +590,7 @@ class Tensor:
     def reshape(self, *shape) -> Tensor:
         """The same entries in a new shape: t.reshape(2, 3) or
         t.reshape((2, 3)); -1 allowed."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        _check_ints("reshape", "shape", shape)
+        shape = numerics.int_args("reshape", "shape", shape)
         try:
             out = self.data.reshape(shape)
         except ValueError:
@@ -697,9 +611,7 @@ class Tensor:
         """Permute the axes as NumPy does: no argument reverses them; else a
         permutation."""
         n = self.ndim
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        _check_ints("transpose", "axes", axes)
+        axes = numerics.int_args("transpose", "axes", axes)
         if not axes:
             axes = tuple(reversed(range(n)))
         if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
@@ -756,7 +668,7 @@ class Tensor:
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
         (no overflow)."""
-        ax = _one_axis("softmax", axis, self)
+        ax = numerics.one_axis("softmax", axis, self.shape)
         with _ieee():  # softmax([inf, 1]) = [nan, nan], as PyTorch
             s = numerics.softmax(self.data, ax)
         return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
@@ -771,7 +683,7 @@ class Tensor:
     def log_softmax(self, axis: int = -1) -> Tensor:
         """x - logsumexp(x) along `axis`, with the max subtracted first
         (stable)."""
-        ax = _one_axis("log_softmax", axis, self)
+        ax = numerics.one_axis("log_softmax", axis, self.shape)
         with _ieee():
             out = numerics.log_softmax(self.data, ax)
         backward = Tensor.log_softmax_backward
@@ -794,27 +706,7 @@ class Tensor:
         scalar engine), leaf gradients accumulate - `backward()` twice doubles
         them - while gradients of intermediate tensors are recomputed.
         """
-        if not self.requires_grad:
-            raise RuntimeError(
-                "backward: this tensor does not require a gradient (none of "
-                "the tensors it was computed from has requires_grad=True)"
-            )
-        if grad is None:
-            if self.size != 1:
-                raise RuntimeError(
-                    f"backward: the output has shape {self.shape}, not a single "
-                    "number; pass grad= (an array of that shape) or reduce it "
-                    "first, e.g. y.sum().backward()"
-                )
-            seed = np.ones_like(self.data)
-        else:
-            seed = _as_real_array("backward", "grad", grad)
-            seed = seed.astype(self.data.dtype, copy=False)
-            if seed.shape != self.shape:
-                raise ValueError(
-                    f"backward: grad has shape {seed.shape} but the output has "
-                    f"shape {self.shape}; they must be equal"
-                )
+        seed = _seed("backward", "this tensor", self, "grad", grad)
         order = topological_order(self)
         for node in order:
             if node._children:
@@ -838,14 +730,30 @@ class Tensor:
         self.grad = None
 
 
+def _seed(op: str, who: str, output: Tensor, name: str, grad) -> np.ndarray:
+    """d(root)/d(output), where a backward pass starts: `grad` (an array of
+    the output's shape) or, for a one-element output (a loss), 1."""
+    if not output.requires_grad:
+        raise RuntimeError(
+            f"{op}: {who} does not require a gradient (none of the tensors "
+            "it was computed from has requires_grad=True)"
+        )
+    if grad is None:
+        if output.size != 1:
+            raise RuntimeError(
+                f"{op}: the output has shape {output.shape}, not a single "
+                f"number; pass {name}= (an array of that shape) or reduce it "
+                "first, e.g. y.sum()"
+            )
+        return np.ones_like(output.data)
+    seed = _as_real_array(op, name, grad).astype(output.dtype, copy=False)
+    return numerics.same_shape(op, name, seed, output.shape, "the output")
+
+
 def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
     """node.grad += g, checking the shape-check rule: a gradient has its
     tensor's shape."""
-    if g.shape != node.data.shape:
-        raise RuntimeError(
-            f"backward of {op}: a gradient of shape {g.shape} for an input of "
-            f"shape {node.data.shape}; a gradient must have its input's shape"
-        )
+    numerics.gradient_shape(op, g, node.data.shape)
     if node.grad is None:
         # A leaf owns a fresh, writable copy; an intermediate may share it
         # (it is never written in place).
@@ -874,35 +782,22 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
     logits: (B, C), targets: (B,) integer classes in [0, C) -> a scalar ().
     Computed from log-softmax with the max subtracted, so huge logits are fine.
     """
-    if not isinstance(logits, Tensor):
-        raise TypeError(
-            "cross_entropy: logits must be a Tensor (wrap an array as "
-            f"Tensor(array)), got {type(logits).__name__}"
-        )
-    z = logits.data
-    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    z = _tensor("cross_entropy", logits, "logits").data
     if z.ndim != 2:
         raise ValueError(
             f"cross_entropy: logits must be (B, C), got shape {z.shape}"
         )
-    if t.dtype.kind == "f" and np.all(t == np.round(t)):
-        t = t.astype(np.int64)
-    if t.dtype.kind not in "iu":
-        raise TypeError(
-            "cross_entropy: targets must be integer class indices, "
-            f"got dtype {t.dtype}"
-        )
     B, C = z.shape
+    t = targets.data if isinstance(targets, Tensor) else targets
+    t = numerics.integer_array(
+        "cross_entropy", "targets", t, "class indices", whole_floats=True
+    )
     if t.shape != (B,):
         raise ValueError(
             f"cross_entropy: logits {z.shape} need targets of shape ({B},), "
             f"got {t.shape}"
         )
-    if t.size and (t.min() < 0 or t.max() >= C):
-        raise ValueError(
-            f"cross_entropy: targets must lie in [0, {C}), "
-            f"got values from {t.min()} to {t.max()}"
-        )
+    numerics.below("cross_entropy", "targets", t, C)
     with _ieee():
         logp = numerics.log_softmax(z, axis=1)  # (B, C)
         loss = -logp[np.arange(B), t].mean()  # ()
@@ -930,12 +825,10 @@ def zero_grad(tensors: Iterable[Tensor]) -> None:
 
 def _tensor(op: str, x, name: str = "x") -> Tensor:
     """`x` if it is a Tensor, else a TypeError naming `op`."""
-    if not isinstance(x, Tensor):
-        raise TypeError(
-            f"{op}: {name} must be a Tensor (wrap an array as Tensor(array)), "
-            f"got {type(x).__name__}"
-        )
-    return x
+    return numerics.instance_of(op, name, x, Tensor, _WRAP)
+
+
+_WRAP = " (wrap an array as Tensor(array))"  # the hint of every Tensor check
 
 
 # ---- gradients as tensors: grad() and double backward ------------------------
@@ -956,7 +849,7 @@ def _unbroadcast_t(g: Tensor, shape: tuple) -> Tensor:
     shape = tuple(shape)
     if g.shape == shape:
         return g
-    unbroadcast(np.empty(g.shape, dtype=np.bool_), shape)  # same shape check
+    numerics.broadcast_source("unbroadcast", "a gradient", shape, g.shape)
     extra = g.ndim - len(shape)
     stretched = tuple(
         extra + i
@@ -1197,31 +1090,8 @@ def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None
     inputs = [inputs] if single else list(inputs)
     for t in inputs:
         _tensor("grad", t, "every item of inputs")
-    if not isinstance(create_graph, (bool, np.bool_)):
-        raise TypeError(
-            f"grad: create_graph must be True or False, got {create_graph!r}"
-        )
-    if not output.requires_grad:
-        raise RuntimeError(
-            "grad: the output does not require a gradient (none of the "
-            "tensors it was computed from has requires_grad=True)"
-        )
-    if grad_output is None:
-        if output.size != 1:
-            raise RuntimeError(
-                f"grad: the output has shape {output.shape}, not a single "
-                "number; pass grad_output= (an array of that shape) or "
-                "reduce it first"
-            )
-        seed = np.ones_like(output.data)
-    else:
-        seed = _as_real_array("grad", "grad_output", grad_output)
-        seed = seed.astype(output.dtype, copy=False)
-        if seed.shape != output.shape:
-            raise ValueError(
-                f"grad: grad_output has shape {seed.shape} but the output has "
-                f"shape {output.shape}; they must be equal"
-            )
+    create_graph = numerics.flag("grad", "create_graph", create_graph)
+    seed = _seed("grad", "the output", output, "grad_output", grad_output)
     order = topological_order(output)
     # only nodes on a path to one of the inputs need a gradient
     wanted = {id(t) for t in inputs}
@@ -1255,11 +1125,7 @@ def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None
             for child, part, need in zip(node._children, parts, needs):
                 if not need:
                     continue
-                if part.shape != child.shape:
-                    raise RuntimeError(
-                        f"grad: the backward of {node._op} made a gradient of "
-                        f"shape {part.shape} for an input of shape {child.shape}"
-                    )
+                numerics.gradient_shape(node._op, part, child.shape)
                 old = grads.get(id(child))
                 grads[id(child)] = part if old is None else old + part
     result = []

@@ -6,7 +6,9 @@
     checks      each layer's backward vs centered differences (a CheckTable)
     reference   the PyTorch twin (the only module here that imports torch)
     train       AdamW, seeded batches, the training loop, sampling
-    micro       microgpt's model as NumPy forward/backward pairs
+    hf_checkpoint  Hugging Face GPT-2 checkpoints in the book's layout
+
+microgpt's NumPy twin, built from these layers, is `microgpt.numpy_twin`.
 
 The text it trains on is in `backprop_lessons.data.corpus`.
 

@@ -194,7 +194,7 @@ def _gather(tensors: dict, config: GPTConfig, dtype) -> dict[str, np.ndarray]:
     shapes = parameter_shapes(config)
     expected = set()
     params = {}
-    for name, *_, hf_key in PARAMETER_TABLE:
+    for name, hf_key in PARAMETER_TABLE:
         keys = (
             [hf_key.format(l=l) for l in range(config.n_layer)]
             if "{l}" in hf_key

@@ -86,27 +86,28 @@ class GPTConfig:
             )
 
 
-# One ordered table of parameters: llm.c's name, its shape in the legend's
-# letters, and the matching key of the Hugging Face GPT-2 checkpoint (per
-# block h.{l}.; the checkpoint stores Conv1D weights transposed, (in, out)).
+# One ordered table of parameters (llm.c's order): the name and the matching
+# key of the Hugging Face GPT-2 checkpoint (per block h.{l}.; the checkpoint
+# stores Conv1D weights transposed, (in, out)).  The shapes are written once,
+# in `parameter_shapes`; the comments repeat them in the legend's letters.
 # fmt: off
 PARAMETER_TABLE = [
-    ("wte",      "(V, C)",     "wte.weight"),
-    ("wpe",      "(maxT, C)",  "wpe.weight"),
-    ("ln1w",     "(L, C)",     "h.{l}.ln_1.weight"),
-    ("ln1b",     "(L, C)",     "h.{l}.ln_1.bias"),
-    ("qkvw",     "(L, 3C, C)", "h.{l}.attn.c_attn.weight"),
-    ("qkvb",     "(L, 3C)",    "h.{l}.attn.c_attn.bias"),
-    ("attprojw", "(L, C, C)",  "h.{l}.attn.c_proj.weight"),
-    ("attprojb", "(L, C)",     "h.{l}.attn.c_proj.bias"),
-    ("ln2w",     "(L, C)",     "h.{l}.ln_2.weight"),
-    ("ln2b",     "(L, C)",     "h.{l}.ln_2.bias"),
-    ("fcw",      "(L, 4C, C)", "h.{l}.mlp.c_fc.weight"),
-    ("fcb",      "(L, 4C)",    "h.{l}.mlp.c_fc.bias"),
-    ("fcprojw",  "(L, C, 4C)", "h.{l}.mlp.c_proj.weight"),
-    ("fcprojb",  "(L, C)",     "h.{l}.mlp.c_proj.bias"),
-    ("lnfw",     "(C,)",       "ln_f.weight"),
-    ("lnfb",     "(C,)",       "ln_f.bias"),
+    ("wte",      "wte.weight"),                # (V, C)
+    ("wpe",      "wpe.weight"),                # (maxT, C)
+    ("ln1w",     "h.{l}.ln_1.weight"),         # (L, C)
+    ("ln1b",     "h.{l}.ln_1.bias"),           # (L, C)
+    ("qkvw",     "h.{l}.attn.c_attn.weight"),  # (L, 3C, C)
+    ("qkvb",     "h.{l}.attn.c_attn.bias"),    # (L, 3C)
+    ("attprojw", "h.{l}.attn.c_proj.weight"),  # (L, C, C)
+    ("attprojb", "h.{l}.attn.c_proj.bias"),    # (L, C)
+    ("ln2w",     "h.{l}.ln_2.weight"),         # (L, C)
+    ("ln2b",     "h.{l}.ln_2.bias"),           # (L, C)
+    ("fcw",      "h.{l}.mlp.c_fc.weight"),     # (L, 4C, C)
+    ("fcb",      "h.{l}.mlp.c_fc.bias"),       # (L, 4C)
+    ("fcprojw",  "h.{l}.mlp.c_proj.weight"),   # (L, C, 4C)
+    ("fcprojb",  "h.{l}.mlp.c_proj.bias"),     # (L, C)
+    ("lnfw",     "ln_f.weight"),               # (C,)
+    ("lnfb",     "ln_f.bias"),                 # (C,)
 ]
 # fmt: on
 
@@ -118,8 +119,8 @@ BLOCK_PARAMETERS += ("ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb")
 def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Name -> shape for every parameter, in the order of PARAMETER_TABLE.
 
-    Written out once, as llm.c's `fill_in_parameter_sizes` does; the
-    table's legend strings are documentation and are never parsed.
+    Written out once, as llm.c's `fill_in_parameter_sizes` does: the model,
+    the checkpoint loader and the distributed trainer all read them here.
     """
     instance_of("parameter_shapes", "config", config, GPTConfig)
     V, maxT, C = config.vocab_size, config.block_size, config.n_embd

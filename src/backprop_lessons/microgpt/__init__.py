@@ -1,12 +1,16 @@
-"""microgpt's GPT on the scalar engine (chapter 6), in two files:
+"""microgpt's GPT on the scalar engine (the appendix), in three files:
 
-    model     the model: its parameter table, forward_token on Values or
-              floats, MicroGPT, microgpt's Adam and training loop
-    measure   what the chapter measures on it: parameters, graph size,
-              finite differences' cost, gradient checks, time per name
+    model       the model: its parameter table, forward_token on Values or
+                floats, MicroGPT, microgpt's Adam and training loop
+    measure     what the appendix measures on it: parameters, graph size,
+                finite differences' cost, gradient checks, time per name
+    numpy_twin  the same model in NumPy, from chapter 6's layer pairs, with
+                a hand-written backward (`from backprop_lessons.microgpt
+                import numpy_twin`; its names stay in it: its Adam and train
+                work on arrays)
 
-Its NumPy twin is `gpt.micro`.  Every public name of both files is
-importable from here (`from backprop_lessons.microgpt import MicroGPT`).
+Every public name of `model` and `measure` is importable from here
+(`from backprop_lessons.microgpt import MicroGPT`).
 """
 
 from .measure import *  # noqa: F403

@@ -1,7 +1,7 @@
 """The chapter's measurements of microgpt on Values: its parameter table,
 the nodes and chain-rule steps one name creates, what finite differences
 would cost instead, gradients against centered differences, time per name.
-The model itself is `microgpt.model`; its NumPy twin `gpt.micro`.
+The model itself is `microgpt.model`; its NumPy twin `microgpt.numpy_twin`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ The functions of the model work on Values (a graph to differentiate) and on
 plain floats (no graph: sampling and finite differences at the cost of the
 arithmetic alone): the same code, two number types.
 
-    MicroGPTConfig, PARAMETER_TABLE, parameter_shapes   sizes and names
+    MicroGPTConfig, parameter_shapes           sizes, and the parameter table
     NameVocab                                           the characters (names
                                                         from data.names)
     forward_token, sequence_loss, KVCache               the model
@@ -62,7 +62,6 @@ from ..scalar import Value, zero_grad
 
 __all__ = [
     "MicroGPTConfig",
-    "PARAMETER_TABLE",
     "parameter_shapes",
     "num_parameters",
     "NameVocab",
@@ -116,27 +115,14 @@ class MicroGPTConfig:
             )
 
 
-# One ordered table: microgpt's parameter names and their shapes (rows, columns)
-# in the legend's letters; the layer entries repeat for l = 0 .. n_layer - 1.
-# Every matrix maps a vector of length `columns` to one of length `rows`.
-PARAMETER_TABLE = [
-    ("wte", "(V, C)"),  # token embeddings, one row a token
-    ("wpe", "(maxT, C)"),  # position embeddings, one row a t
-    ("layer{l}.attn_wq", "(C, C)"),
-    ("layer{l}.attn_wk", "(C, C)"),
-    ("layer{l}.attn_wv", "(C, C)"),
-    ("layer{l}.attn_wo", "(C, C)"),
-    ("layer{l}.mlp_fc1", "(4C, C)"),
-    ("layer{l}.mlp_fc2", "(C, 4C)"),
-    ("lm_head", "(V, C)"),  # logits = lm_head x (not tied)
-]
-
-
 def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
-    """Name -> (rows, columns) for every matrix, in the order of the table.
+    """The parameter table: microgpt's name -> (rows, columns) for every
+    matrix, in microgpt's order (the layer entries repeat for l = 0 ..
+    n_layer - 1).  Every matrix maps a vector of length `columns` to one of
+    length `rows`.
 
-    Written out once, as llm.c's `fill_in_parameter_sizes` does; the table's
-    legend strings are documentation and are never parsed.
+    Written out once, as llm.c's `fill_in_parameter_sizes` does; the model,
+    its measurements and its NumPy twin all read them here.
     """
     instance_of("parameter_shapes", "config", config, MicroGPTConfig)
     V, maxT, C = config.vocab_size, config.block_size, config.n_embd
@@ -145,12 +131,12 @@ def parameter_shapes(config: MicroGPTConfig) -> dict[str, tuple[int, int]]:
         "wpe": (maxT, C),  # position embeddings, one row a t
     }
     for l in range(config.n_layer):
-        shapes[f"layer{l}.attn_wq"] = (C, C)
-        shapes[f"layer{l}.attn_wk"] = (C, C)
-        shapes[f"layer{l}.attn_wv"] = (C, C)
-        shapes[f"layer{l}.attn_wo"] = (C, C)
-        shapes[f"layer{l}.mlp_fc1"] = (4 * C, C)
-        shapes[f"layer{l}.mlp_fc2"] = (C, 4 * C)
+        shapes[f"layer{l}.attn_wq"] = (C, C)  # query
+        shapes[f"layer{l}.attn_wk"] = (C, C)  # key
+        shapes[f"layer{l}.attn_wv"] = (C, C)  # value
+        shapes[f"layer{l}.attn_wo"] = (C, C)  # the heads' output
+        shapes[f"layer{l}.mlp_fc1"] = (4 * C, C)  # up to 4C channels
+        shapes[f"layer{l}.mlp_fc2"] = (C, 4 * C)  # back to C
     shapes["lm_head"] = (V, C)  # logits = lm_head x (not tied)
     return shapes
 
@@ -386,7 +372,7 @@ class MicroGPT:
     MicroGPT(seed=0) makes microgpt's default model (1 layer, 4 heads, 16
     channels, 16 positions) over the characters of the shipped names plus
     BOS.  Every weight is drawn as random.gauss(0, 0.08) from
-    random.Random(seed), in the order of PARAMETER_TABLE, so a seed always
+    random.Random(seed), in the order of `parameter_shapes`, so a seed always
     gives the same model on every machine.
 
         .params        every parameter Value, in table order

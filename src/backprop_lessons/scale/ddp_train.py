@@ -112,9 +112,7 @@ TINY_CONFIG = GPTConfig(
 )
 # Per-block parameters (stacked along L): gpt.model's BLOCK_PARAMETERS.
 BLOCK_NAMES = BLOCK_PARAMETERS
-TOP_NAMES = tuple(
-    name for name, _, _ in PARAMETER_TABLE if name not in BLOCK_NAMES
-)
+TOP_NAMES = tuple(name for name, _ in PARAMETER_TABLE if name not in BLOCK_NAMES)
 # Batches of step k come from the seeds (seed, STEP_STREAM, k); the
 # evaluation batch from (seed, EVAL_STREAM).
 STEP_STREAM, EVAL_STREAM = 0, 1
@@ -321,7 +319,7 @@ def _stacked(model: torch.nn.Module, get) -> dict[str, np.ndarray]:
     out = {name: full(getattr(module, name)) for name in TOP_NAMES}
     for name in BLOCK_NAMES:
         out[name] = np.stack([full(getattr(b, name)) for b in module.blocks])
-    return {name: out[name] for name, _, _ in PARAMETER_TABLE}
+    return {name: out[name] for name, _ in PARAMETER_TABLE}
 
 
 # ---------------------------------------------------------------------------

@@ -258,7 +258,7 @@ def full_gradients(model: TPGPT, world: int) -> dict[str, np.ndarray]:
         else:
             per_layer.setdefault(name, []).append(g)
     out = {**top, **{n: np.stack(v) for n, v in per_layer.items()}}
-    return {name: out[name] for name, _, _ in PARAMETER_TABLE}
+    return {name: out[name] for name, _ in PARAMETER_TABLE}
 
 
 def _gather(t: torch.Tensor) -> list[torch.Tensor]:

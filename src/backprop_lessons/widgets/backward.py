@@ -21,6 +21,7 @@ gradients, so `grad` of every value is the same before and after.
 
 from __future__ import annotations
 
+from ..numerics import flag
 from ..scalar import Value, topological_order
 from ..viz.graph import HIGHLIGHT, RECEIVED
 from .stepper import (
@@ -134,12 +135,7 @@ def backward_frames(
     order = topological_order(root)
     check_size(order, "BackwardStepper")
     digits = check_digits(digits, "BackwardStepper")
-    if not isinstance(per_contribution, bool):
-        raise TypeError(
-            "BackwardStepper: per_contribution must be True or False, got "
-            f"{per_contribution!r}"
-        )
-    if per_contribution:
+    if flag("BackwardStepper", "per_contribution", per_contribution):
         return _contribution_frames(root, order, digits)
     names = value_names(order)
     rname = esc(names[id(root)])

@@ -1,14 +1,13 @@
-"""microgpt's model in NumPy with a hand-written backward: the twin of
-`backprop_lessons.microgpt`.
+"""microgpt's model in NumPy with a hand-written backward: the twin of the
+scalar model in `microgpt.model`.
 
-Why it lives in `gpt/`: it is assembled from the forward/backward pairs of
-`gpt/layers.py` (encoder, rmsnorm, matmul, attention, residual, the fused
-softmax cross-entropy), exactly as the chapter's GPT-2 style model in
-`model.py` is, so each layer's backward stays written once per engine.  The
-one layer microgpt has and GPT-2 does not, ReLU, is here as a pair.  The
-parameter table, the vocabulary, the initial weights and the order of the
-training names all come from `backprop_lessons.microgpt`: same names, same
-shapes, same numbers.
+It is assembled from the forward/backward pairs of `gpt/layers.py` (encoder,
+rmsnorm, matmul, attention, residual, the fused softmax cross-entropy), as
+chapter 6's GPT-2 style model is, so each layer's backward stays written
+once; imports go one way, microgpt -> gpt.  The one layer microgpt has and
+GPT-2 does not, ReLU, is here as a pair.  The parameter table, the
+vocabulary, the initial weights and the order of the training names come
+from `microgpt.model`: same names, same shapes, same numbers.
 
 The KV cache, seen as arrays: microgpt reads one token at a time and
 appends its key and value to a list; here the keys and values of all T
@@ -24,7 +23,7 @@ V vocab_size, NH n_head; B = 1 (one name per step, as microgpt).
     micro_backward(params, config, cache)  -> grads (same names)
     relu_forward / relu_backward
     Adam, train, sample                    microgpt's optimizer, loop, sampler
-    compare_with_scalar, time_scalar_vs_numpy   the checks chapter 6 prints
+    compare_with_scalar, time_scalar_vs_numpy   the checks the appendix prints
 """
 
 from __future__ import annotations
@@ -37,11 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gradcheck import CheckTable, compare_arrays
-from ..microgpt import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
-from ..numerics import instance_of, positive_int, real_number, token_ids
-from ..scalar import zero_grad
-from .layers import (
+from ..gpt.layers import (
     attention_backward,
     attention_forward,
     crossentropy_softmax_backward,
@@ -55,6 +50,10 @@ from .layers import (
     rmsnorm_backward,
     rmsnorm_forward,
 )
+from ..gradcheck import CheckTable, compare_arrays
+from ..numerics import instance_of, positive_int, real_number, token_ids
+from ..scalar import zero_grad
+from .model import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
 
 __all__ = [
     "params_from_model",

@@ -1,4 +1,5 @@
-"""backprop_lessons.gpt.micro: microgpt in NumPy with a hand-written backward.
+"""backprop_lessons.microgpt.numpy_twin: microgpt in NumPy with a
+hand-written backward.
 
 Its loss and every gradient equal the scalar engine's to 1e-12 (several
 sizes, at initialization and after training), both train along the same
@@ -12,8 +13,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from backprop_lessons.gpt import micro
-from backprop_lessons.gpt.micro import (
+from backprop_lessons.microgpt import MicroGPT, numpy_twin, train
+from backprop_lessons.microgpt.numpy_twin import (
     compare_with_scalar,
     micro_backward,
     micro_forward,
@@ -21,7 +22,6 @@ from backprop_lessons.gpt.micro import (
     relu_backward,
     relu_forward,
 )
-from backprop_lessons.microgpt import MicroGPT, train
 from tiny_microgpt import TINY_NAMES, tiny_model
 
 
@@ -81,7 +81,7 @@ def test_training_follows_the_scalar_trajectory():
     a = tiny_model(seed=6)
     params = params_from_model(a)
     scalar_losses = train(a, names, steps=25, lr=0.02)
-    numpy_losses = micro.train(
+    numpy_losses = numpy_twin.train(
         params, a.config, a.vocab, names, steps=25, lr=0.02
     )
     np.testing.assert_allclose(numpy_losses, scalar_losses, rtol=1e-12)
@@ -93,7 +93,7 @@ def test_training_follows_the_scalar_trajectory():
 def test_load_into_model_is_the_inverse_of_params_from_model():
     trained = params_from_model(tiny_model(seed=6))
     fresh = tiny_model(seed=7)
-    micro.load_into_model(trained, fresh)
+    numpy_twin.load_into_model(trained, fresh)
     after = params_from_model(fresh)
     assert all(np.array_equal(after[k], trained[k]) for k in trained)
 
@@ -102,18 +102,18 @@ def test_load_into_model_names_what_does_not_fit():
     m = tiny_model(seed=0)
     params = params_from_model(m)
     with pytest.raises(ValueError, match="load_into_model: expected the keys"):
-        micro.load_into_model({"wte": params["wte"]}, m)
+        numpy_twin.load_into_model({"wte": params["wte"]}, m)
     params["lm_head"] = params["lm_head"][:, :3]
     with pytest.raises(ValueError, match="lm_head must have shape"):
-        micro.load_into_model(params, m)
+        numpy_twin.load_into_model(params, m)
     with pytest.raises(TypeError, match="load_into_model"):
-        micro.load_into_model(params, "model")
+        numpy_twin.load_into_model(params, "model")
 
 
 def test_sampling_draws_the_same_names():
     m = tiny_model(seed=2)
     train(m, TINY_NAMES, steps=20, lr=0.02)
-    assert micro.sample(
+    assert numpy_twin.sample(
         params_from_model(m), m.config, m.vocab, n=6, temperature=0.7, seed=5
     ) == m.sample(6, 0.7, seed=5)
 
@@ -160,13 +160,13 @@ def test_tokens_that_are_not_integers(model):
 
 def test_sample_rejects_a_bad_temperature(model):
     with pytest.raises(ValueError, match="temperature must be > 0"):
-        micro.sample(
+        numpy_twin.sample(
             params_from_model(model), model.config, model.vocab, temperature=-1
         )
 
 
 def test_time_scalar_vs_numpy_validates_then_times():
     m = tiny_model()
-    speed = micro.time_scalar_vs_numpy(m, "dave", repeats=1, numpy_runs=2)
+    speed = numpy_twin.time_scalar_vs_numpy(m, "dave", repeats=1, numpy_runs=2)
     assert speed.scalar > 0 and speed.numpy > 0
     assert speed.ratio == speed.scalar / speed.numpy
