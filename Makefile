@@ -37,19 +37,20 @@ book: $(STAMP)
 lab: $(STAMP) dot-ok
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
-# Five lanes side by side after the lint, each suite's output printed whole
+# Six lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium
 # over it and over chapter 2 run live in JupyterLab (mostly waiting on page
 # loads, MathJax and axe, so it leaves CPU to the others); the computing lane
-# runs the unit tests and nbval (and, on a CPU with AVX-512, nbval as on an
-# AVX2 machine); two more run nbval as on an older CPU, and every notebook as
-# on Colab (rendering each notebook's markdown as Colab does).  The process
+# runs the unit tests (and then, on a CPU with AVX-512, nbval as on an AVX2
+# machine); three more run nbval natively, nbval as on an older CPU, and
+# every notebook as on Colab (rendering each notebook's markdown as Colab
+# does).  The process
 # lane runs the tests that start worker processes and torchrun (their time
 # limits start when the workers are up, so a busy machine slows them, never
 # fails them), then installs the wheel into an empty venv.
 test: lint dot-ok chromium-ok
 	$(MAKE) --no-print-directory --output-sync=target \
-	    -j5 reader-suites computed-suites process-suites nbval-baseline colab
+	    -j6 reader-suites computed-suites nbval process-suites nbval-baseline colab
 	@echo "make test: all suites passed."
 
 # Threads must not spin while another suite holds the core they wait for:
@@ -69,7 +70,7 @@ reader-suites: $(STAMP) dot-ok chromium-ok
 	$(MAKE) --no-print-directory -j1 book-strict browser
 
 computed-suites: $(STAMP) dot-ok
-	$(MAKE) --no-print-directory -j1 unit nbval $(if $(HAS_AVX512),nbval-avx2)
+	$(MAKE) --no-print-directory -j1 unit $(if $(HAS_AVX512),nbval-avx2)
 
 process-suites: $(STAMP)
 	$(MAKE) --no-print-directory -j1 multiprocess package
@@ -167,8 +168,10 @@ colab: $(STAMP) dot-ok
 book-strict: $(STAMP)
 	$(TIMED) $(BIN)/jupyter-book build . --all $(BOOK_FLAGS)
 
+# Two browsers side by side (see tests/browser/conftest.py): the tests mostly
+# wait on page loads, MathJax and axe, so two overlap their waits.
 browser: $(STAMP) chromium-ok
-	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q
+	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q -n 2 --dist loadgroup
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
 # outputs (and widget state) - run after changing a chapter or the package.

@@ -80,12 +80,27 @@ def book_url():
 
 
 @pytest.fixture(scope="session")
-def demo_book(tmp_path_factory) -> str:
-    """Base URL of the one-page conventions book, executed and built here."""
+def demo_book(tmp_path_factory, worker_id) -> str:
+    """Base URL of the one-page conventions book, executed and built here
+    once per run: the first xdist worker to ask builds it under a file lock
+    in the workers' common temp directory, the others wait and serve it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+    src = shared / "demo-book"
+    with FileLock(shared / "demo-book.lock"):
+        if not (src / "_build" / "html" / DEMO).exists():
+            shutil.rmtree(src, ignore_errors=True)
+            _build_demo_book(src)
+    return _serve(str(src / "_build" / "html"))
+
+
+def _build_demo_book(src: Path) -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    src = tmp_path_factory.mktemp("demo-book")
+    src.mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", src / "_config.yml")
     shutil.copy(DEMO_SOURCE / "_toc.yml", src / "_toc.yml")
     for part in ("_ext", "_static"):
@@ -108,7 +123,6 @@ def demo_book(tmp_path_factory) -> str:
     assert build.returncode == 0, (
         f"the demo book failed to build:\n{build.stdout}\n{build.stderr}"
     )
-    return _serve(str(src / "_build" / "html"))
 
 
 @pytest.fixture(scope="session")
@@ -288,10 +302,17 @@ def shared_page(browser, book_url):
             c.close()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Tests that share loaded pages first, grouped by (page, mode), so that
     each page is loaded once per colour mode; every other test keeps its
-    place after them."""
+    place after them.
+
+    `make browser` runs two xdist workers (`--dist loadgroup`): the tests
+    wait on page loads, typesetting and axe far more than they compute, so
+    two browsers overlap their waits.  Each page's sharing tests form one
+    xdist group, so one worker loads that page for all of them (this hook
+    runs before xdist's own, which reads the groups)."""
 
     def uses_shared(item) -> bool:
         return "shared_page" in getattr(item, "fixturenames", ())
@@ -304,4 +325,7 @@ def pytest_collection_modifyitems(config, items):
         return (params.get("page", ""), params.get("mode", "light"), axe)
 
     shared = sorted((i for i in items if uses_shared(i)), key=page_mode_axe_last)
+    for item in shared:
+        page = page_mode_axe_last(item)[0]
+        item.add_marker(pytest.mark.xdist_group(page.replace("/", "_") or "page"))
     items[:] = shared + [i for i in items if not uses_shared(i)]
