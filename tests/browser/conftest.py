@@ -47,6 +47,10 @@ CHROMIUM_ARGS = [
 ]
 PHONE = {"width": 390, "height": 844}  # a phone in portrait (iPhone 12-15)
 DESKTOP = {"width": 1280, "height": 900}
+#: How long any one wait may take (ms).  It only bounds a hang: with make
+#: test's other lanes holding both cores, a full-page screenshot of a
+#: 27-screen chapter once took more than 30 s and MathJax more than 20 s.
+WAIT_MS = 180_000
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -125,6 +129,12 @@ def _build_demo_book(src: Path) -> None:
     )
 
 
+def pytest_configure(config):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+
+
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
@@ -173,7 +183,7 @@ class BookPage:
             f"{self.url}: console errors: {self.console_errors}"
         )
 
-    def wait_for_widgets(self, timeout: float = 20_000) -> int:
+    def wait_for_widgets(self, timeout: float = WAIT_MS) -> int:
         """Wait until every widget view on the page has rendered; their count."""
         views = self.page.locator(VIEW).count()
         if views:
@@ -184,7 +194,7 @@ class BookPage:
             )
         return views
 
-    def wait_for_math(self, timeout: float = 20_000) -> None:
+    def wait_for_math(self, timeout: float = WAIT_MS) -> None:
         """Wait until MathJax has typeset every formula on the page."""
         if self.page.locator("article .math").count():
             self.page.wait_for_function(
@@ -211,6 +221,7 @@ def _open(browser, base: str, contexts: list):
         if mode:
             options["color_scheme"] = mode
         context = browser.new_context(**options)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         if mode:
             context.add_init_script(
@@ -249,6 +260,11 @@ def _open(browser, base: str, contexts: list):
             ),
         )
         page.goto(result.url, wait_until="networkidle")
+        # loaded and laid out (a loaded machine lays a page out late)
+        page.wait_for_function(
+            "document.readyState === 'complete' && "
+            "document.body.getBoundingClientRect().height > 0"
+        )
         return result
 
     return open_page

@@ -77,6 +77,10 @@ def test_the_patterns_catch_what_they_should():
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_no_answer_in_view_at_page_load(shared_page, page):
     p = shared_page(page + ".html")
+    p.page.wait_for_function(
+        "Array.from(document.querySelectorAll('article pre'))"
+        ".some((el) => el.checkVisibility())"
+    )
     blocks = visible_code(p.page)
     assert blocks, f"{page}: no visible code at all (did the page load?)"
     shown = shown_answers(blocks)

@@ -75,7 +75,7 @@ def test_launch_buttons(page):
 
 def test_search_finds_pages(book_page):
     p = book_page("search.html?q=gradient")
-    p.page.wait_for_selector("#search-results li", timeout=20000)
+    p.page.wait_for_selector("#search-results li")
     assert p.page.locator("#search-results li").count() >= 2
     p.assert_clean()
 

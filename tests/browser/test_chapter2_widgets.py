@@ -111,9 +111,7 @@ def test_steppers_render_once_and_step_without_a_kernel(book_page):
     play = backward.locator("button[data-action=play]")
     play.click()
     expect(play).to_have_attribute("aria-pressed", "true")
-    expect(backward).to_have_attribute(
-        "data-index", re.compile(r"^[1-7]$"), timeout=15_000
-    )
+    expect(backward).to_have_attribute("data-index", re.compile(r"^[1-7]$"))
     play.click()  # pause
     expect(play).to_have_attribute("aria-pressed", "false")
     expect(play).to_have_text("Play")

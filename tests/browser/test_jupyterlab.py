@@ -40,7 +40,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import DESKTOP, ROOT, SCREENSHOTS
+from .conftest import DESKTOP, ROOT, SCREENSHOTS, WAIT_MS
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +56,6 @@ SETTINGS = {
         "fetchNews": "false",
     },
 }
-WAIT_MS = 60_000  # one rendering or click's effect, on a loaded machine
 REPR = re.compile(r"\b(\w*Stepper|NumberCheck|ChoiceCheck)\(")
 
 
@@ -238,7 +237,7 @@ def test_chapter2_runs_and_its_steppers_step_in_jupyterlab(browser, jupyterlab):
 
     try:
         page = context.new_page()
-        page.set_default_timeout(60_000)  # a loaded machine renders slowly
+        page.set_default_timeout(WAIT_MS)  # a loaded machine renders slowly
         page.route("**/*", route)
         page.goto(f"{url}lab/tree/{name}", wait_until="domcontentloaded")
         page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)

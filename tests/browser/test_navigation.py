@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from .conftest import PHONE
+from .conftest import PHONE, WAIT_MS
 from .pages import PAGES
 
 pytestmark = pytest.mark.browser
@@ -96,7 +96,7 @@ def test_no_page_is_wider_than_a_phone(shared_page, page):
         with contextlib.suppress(PlaywrightTimeout):
             p.page.wait_for_function(
                 f"document.documentElement.scrollWidth <= {PHONE['width']}",
-                timeout=10_000,
+                timeout=WAIT_MS,
             )
         width = p.page.evaluate(_LAID_OUT_WIDTH)
     finally:
