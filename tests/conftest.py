@@ -1,4 +1,5 @@
-"""Shared test configuration: the hypothesis profile `ci`, loaded by default.
+"""Shared test configuration: the hypothesis profile `ci`, loaded by default,
+and `build_once`, for what one run builds once for all its xdist workers.
 
 `ci` has no deadline (shared CI machines are slow and noisy) and is
 derandomized, so every run draws the same examples and a failure can be
@@ -6,6 +7,12 @@ reproduced exactly.  Select another profile with
 `pytest --hypothesis-profile=NAME`.
 """
 
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -26,3 +33,24 @@ settings.register_profile(
     max_examples=1000,
 )
 settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def build_once(tmp_path_factory, worker_id) -> Callable[..., Path]:
+    """`build_once("name", make)` -> a directory built by `make(directory)`
+    once per run: the first xdist worker to ask builds it under a file lock
+    in the workers' common base temp (each worker's own is inside it), the
+    others wait for it.  Without xdist the run's base temp holds it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+
+    def build(name: str, make: Callable[[Path], None]) -> Path:
+        target = shared / name
+        with FileLock(shared / f"{name}.lock"):
+            if not (target / ".built").exists():
+                shutil.rmtree(target, ignore_errors=True)
+                make(target)
+                (target / ".built").touch()
+        return target
+
+    return build

@@ -84,20 +84,12 @@ def book_url():
 
 
 @pytest.fixture(scope="session")
-def demo_book(tmp_path_factory, worker_id) -> str:
-    """Base URL of the one-page conventions book, executed and built here
-    once per run: the first xdist worker to ask builds it under a file lock
-    in the workers' common temp directory, the others wait and serve it."""
-    from filelock import FileLock
-
-    base = tmp_path_factory.getbasetemp()
-    shared = base if worker_id == "master" else base.parent
-    src = shared / "demo-book"
-    with FileLock(shared / "demo-book.lock"):
-        if not (src / "_build" / "html" / DEMO).exists():
-            shutil.rmtree(src, ignore_errors=True)
-            _build_demo_book(src)
-    return _serve(str(src / "_build" / "html"))
+def demo_book(build_once) -> str:
+    """Base URL of the one-page conventions book, executed and built once
+    per run (by the first xdist worker to ask)."""
+    return _serve(
+        str(build_once("demo-book", _build_demo_book) / "_build" / "html")
+    )
 
 
 def _build_demo_book(src: Path) -> None:

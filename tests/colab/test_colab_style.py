@@ -37,24 +37,9 @@ SETUP = "# Setup: the book's package"  # the first line of every setup cell
 
 
 @pytest.fixture(scope="session")
-def shared_dir(tmp_path_factory, worker_id) -> Path:
-    """A directory of this run that every xdist worker sees: the workers'
-    common base temp (each worker's own is inside it); without xdist, the
-    run's base temp itself."""
-    base = tmp_path_factory.getbasetemp()
-    return base if worker_id == "master" else base.parent
-
-
-@pytest.fixture(scope="session")
-def colab_env(shared_dir):
+def colab_env(build_once) -> Path:
     """The run's one Colab-style venv, built by the first worker to ask."""
-    env = shared_dir / "colab-env"
-    with FileLock(shared_dir / "colab-env.lock"):
-        if not (env / "ready").exists():
-            shutil.rmtree(env, ignore_errors=True)
-            _build_colab_env(env)
-            (env / "ready").touch()
-    return env
+    return build_once("colab-env", _build_colab_env)
 
 
 def _build_colab_env(env: Path) -> None:
@@ -146,7 +131,7 @@ def package_source(tmp_path_factory):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_alone(
-    path, colab_env, shared_dir, package_source, tmp_path, monkeypatch
+    path, colab_env, package_source, tmp_path, monkeypatch
 ):
     shutil.copy(path, tmp_path / path.name)
     monkeypatch.setenv("JUPYTER_PATH", str(colab_env / "share" / "jupyter"))
@@ -163,7 +148,8 @@ def test_notebook_runs_alone(
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             if cell.source.startswith(SETUP):
-                with FileLock(shared_dir / "colab-env.lock"):
+                # the lock build_once built the env under
+                with FileLock(colab_env.with_suffix(".lock")):
                     client.execute_cell(cell, index)
             else:
                 client.execute_cell(cell, index)
