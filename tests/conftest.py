@@ -7,6 +7,7 @@ reproduced exactly.  Select another profile with
 `pytest --hypothesis-profile=NAME`.
 """
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -36,13 +37,13 @@ settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
-def build_once(tmp_path_factory, worker_id) -> Callable[..., Path]:
+def build_once(tmp_path_factory) -> Callable[..., Path]:
     """`build_once("name", make)` -> a directory built by `make(directory)`
     once per run: the first xdist worker to ask builds it under a file lock
     in the workers' common base temp (each worker's own is inside it), the
     others wait for it.  Without xdist the run's base temp holds it."""
     base = tmp_path_factory.getbasetemp()
-    shared = base if worker_id == "master" else base.parent
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def build(name: str, make: Callable[[Path], None]) -> Path:
         target = shared / name

@@ -284,25 +284,42 @@ def demo_page(browser, demo_book):
 @pytest.fixture(scope="session")
 def shared_page(browser, book_url):
     """`shared_page("notebooks/01_value_nodes.html", mode="light")` -> a
-    BookPage loaded once and shared by the tests that only read it (axe, the
-    figure sizes, the text, the loading checks).  Tests that click use
-    `book_page`.  The hook below runs the sharing tests page by page, so only
-    the two pages loaded last stay open."""
-    pages: dict[tuple[str, str], tuple[BookPage, list]] = {}
+    BookPage loaded once and shared by the tests on that page: those that
+    only read it (the figure sizes, the text, the loading checks), then
+    those marked `clicks` (the exercises and the self-checks), which change
+    it, then axe in light and in dark mode.  Asked for another mode, the
+    loaded page switches in place, as the theme's switch does it: the
+    stored choice and the attributes on <html> that the CSS reads (the
+    system preference is emulated too).  Tests that need a page of their
+    own use `book_page`.  The hook below runs the sharing tests page by
+    page, so only the two pages loaded last stay open."""
+    pages: dict[str, tuple[BookPage, list]] = {}
+    modes: dict[str, str] = {}
 
     def get(path: str, mode: str = "light") -> BookPage:
-        key = (path, mode)
-        if key not in pages:
+        if path not in pages:
             while len(pages) >= 2:
                 _, contexts = pages.pop(next(iter(pages)))
                 for c in contexts:
                     c.close()
             contexts: list = []
-            pages[key] = (
+            pages[path] = (
                 _open(browser, book_url, contexts)(path, mode=mode),
                 contexts,
             )
-        return pages[key][0]
+            modes[path] = mode
+        p = pages[path][0]
+        if modes[path] != mode:
+            p.page.emulate_media(color_scheme=mode)
+            p.page.evaluate(SET_MODE, mode)
+            # the theme's colours change through CSS transitions: read the
+            # page once they have ended, as a reader sees it
+            p.page.wait_for_function(
+                "document.getAnimations().every((a) => "
+                "!(a instanceof CSSTransition) || a.playState !== 'running')"
+            )
+            modes[path] = mode
+        return p
 
     yield get
     for _, contexts in pages.values():
@@ -310,11 +327,25 @@ def shared_page(browser, book_url):
             c.close()
 
 
+#: What pydata-sphinx-theme's switch does on a click (its function that
+#: sets the mode, in scripts/pydata-sphinx-theme.js).
+SET_MODE = """(mode) => {
+    localStorage.setItem('mode', mode);
+    localStorage.setItem('theme', mode);
+    document.documentElement.dataset.mode = mode;
+    document.documentElement.dataset.theme = mode;
+    document.querySelectorAll('.dropdown-menu').forEach(
+        (el) => el.classList.toggle('dropdown-menu-dark', mode === 'dark'));
+}"""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Tests that share loaded pages first, grouped by (page, mode), so that
-    each page is loaded once per colour mode; every other test keeps its
-    place after them.
+    """Tests that share loaded pages first, grouped by page, so that each
+    page is loaded once; every other test keeps its place after them.  On
+    each page the tests that only read it run first, then the tests marked
+    `clicks`, which change it, then axe in light mode and in dark (on the
+    page with its solutions open and its self-checks answered).
 
     `make browser` runs two xdist workers (`--dist loadgroup`): the tests
     wait on page loads, typesetting and axe far more than they compute, so
@@ -325,15 +356,17 @@ def pytest_collection_modifyitems(config, items):
     def uses_shared(item) -> bool:
         return "shared_page" in getattr(item, "fixturenames", ())
 
-    def page_mode_axe_last(item) -> tuple[str, str, bool]:
+    def page_and_phase(item) -> tuple[str, int]:
         # axe fetches stylesheets itself (and logs what it cannot find): the
         # checks of how the page loaded run before it on the same page
         params = getattr(getattr(item, "callspec", None), "params", {})
-        axe = "accessibility" in item.nodeid
-        return (params.get("page", ""), params.get("mode", "light"), axe)
+        phase = 1 if item.get_closest_marker("clicks") else 0
+        if "accessibility" in item.nodeid:
+            phase = 3 if params.get("mode") == "dark" else 2
+        return (params.get("page", ""), phase)
 
-    shared = sorted((i for i in items if uses_shared(i)), key=page_mode_axe_last)
+    shared = sorted((i for i in items if uses_shared(i)), key=page_and_phase)
     for item in shared:
-        page = page_mode_axe_last(item)[0]
+        page = page_and_phase(item)[0]
         item.add_marker(pytest.mark.xdist_group(page.replace("/", "_") or "page"))
     items[:] = shared + [i for i in items if not uses_shared(i)]

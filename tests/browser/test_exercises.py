@@ -108,6 +108,7 @@ def test_demo_solution_summary_is_a_keyboard_control(demo_page):
     assert "Hide the solution" in name  # its name is what it does
 
 
+@pytest.mark.clicks
 @pytest.mark.parametrize("page", chapter_params("exercises"))
-def test_chapter_exercises_hidden_until_clicked(book_page, page):
-    _check_page(book_page(page + ".html"), page)
+def test_chapter_exercises_hidden_until_clicked(shared_page, page):
+    _check_page(shared_page(page + ".html"), page)

@@ -149,11 +149,12 @@ def _luminance(css_rgb: str) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
+@pytest.mark.clicks
 @pytest.mark.parametrize("page", chapter_params("selfchecks"))
-def test_chapter_selfchecks(book_page, page):
+def test_chapter_selfchecks(shared_page, page):
     """At least two self-checks per chapter, each answering wrong and right
     answers."""
-    p = book_page(page + ".html")
+    p = shared_page(page + ".html")
     states, checks = _selfchecks(p)
     assert len(states) >= MIN_PER_CHAPTER, (
         f"{page}: {len(states)} self-checks, expected at least {MIN_PER_CHAPTER}"
