@@ -217,11 +217,9 @@ distclean: clean
 
 # ---- set-up -------------------------------------------------------------------
 
-# --no-compile: pip would byte-compile every installed module on one core
-# (25 of the install's 83 s); Python compiles the ones a suite imports.
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -e .
 	touch $(STAMP)
 

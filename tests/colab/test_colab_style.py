@@ -72,7 +72,6 @@ def _build_colab_env(env: Path) -> None:
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "--no-compile",  # Python compiles what the notebooks import
             "-r",
             COLAB_VERSIONS,
         ],
