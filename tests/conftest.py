@@ -41,17 +41,23 @@ def build_once(tmp_path_factory) -> Callable[..., Path]:
     """`build_once("name", make)` -> a directory built by `make(directory)`
     once per run: the first xdist worker to ask builds it under a file lock
     in the workers' common base temp (each worker's own is inside it), the
-    others wait for it.  Without xdist the run's base temp holds it."""
+    others wait for it.  Without xdist the run's base temp holds it.
+    `build_once.lock("name")` is that lock, for later changes to the
+    directory that must not overlap either."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
+    def lock(name: str) -> FileLock:
+        return FileLock(shared / f"{name}.lock")
+
     def build(name: str, make: Callable[[Path], None]) -> Path:
         target = shared / name
-        with FileLock(shared / f"{name}.lock"):
+        with lock(name):
             if not (target / ".built").exists():
                 shutil.rmtree(target, ignore_errors=True)
                 make(target)
                 (target / ".built").touch()
         return target
 
+    build.lock = lock
     return build

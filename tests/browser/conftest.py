@@ -175,24 +175,23 @@ class BookPage:
             f"{self.url}: console errors: {self.console_errors}"
         )
 
-    def wait_for_widgets(self, timeout: float = WAIT_MS) -> int:
+    def wait_for_widgets(self) -> int:
         """Wait until every widget view on the page has rendered; their count."""
         views = self.page.locator(VIEW).count()
         if views:
             self.page.wait_for_function(
                 "document.querySelectorAll('.widget-subarea > *').length >= "
                 f"{views}",
-                timeout=timeout,
             )
         return views
 
-    def wait_for_math(self, timeout: float = WAIT_MS) -> None:
-        """Wait until MathJax has typeset every formula on the page."""
+    def wait_for_math(self) -> None:
+        """Wait until MathJax has typeset every formula on the page (within
+        the context's default timeout, WAIT_MS)."""
         if self.page.locator("article .math").count():
             self.page.wait_for_function(
                 "document.querySelectorAll('article "
                 ".math:not(:has(mjx-container))').length === 0",
-                timeout=timeout,
             )
 
 

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from .conftest import PHONE, WAIT_MS
+from .conftest import PHONE
 from .pages import PAGES
 
 pytestmark = pytest.mark.browser
@@ -95,8 +95,7 @@ def test_no_page_is_wider_than_a_phone(shared_page, page):
         # a page that stays too wide fails below)
         with contextlib.suppress(PlaywrightTimeout):
             p.page.wait_for_function(
-                f"document.documentElement.scrollWidth <= {PHONE['width']}",
-                timeout=WAIT_MS,
+                f"document.documentElement.scrollWidth <= {PHONE['width']}"
             )
         width = p.page.evaluate(_LAID_OUT_WIDTH)
     finally:

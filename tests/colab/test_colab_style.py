@@ -26,7 +26,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from filelock import FileLock
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +130,7 @@ def package_source(tmp_path_factory):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_alone(
-    path, colab_env, package_source, tmp_path, monkeypatch
+    path, colab_env, build_once, package_source, tmp_path, monkeypatch
 ):
     shutil.copy(path, tmp_path / path.name)
     monkeypatch.setenv("JUPYTER_PATH", str(colab_env / "share" / "jupyter"))
@@ -148,8 +147,7 @@ def test_notebook_runs_alone(
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             if cell.source.startswith(SETUP):
-                # the lock build_once built the env under
-                with FileLock(colab_env.with_suffix(".lock")):
+                with build_once.lock("colab-env"):
                     client.execute_cell(cell, index)
             else:
                 client.execute_cell(cell, index)
