@@ -217,10 +217,20 @@ distclean: clean
 
 # ---- set-up -------------------------------------------------------------------
 
+# pip installs one package at a time, on one core.  torch is a third of the
+# work, so it unpacks beside the other pins (each run without dependencies:
+# requirements.txt lists them all); then one run checks that every pin and
+# dependency is met and adds the package (83 s down to 69 s on 2 cores).
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
+
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	grep -E '^torch==' requirements.txt > $(VENV)/pins-torch.txt
+	grep -vE '^torch==' requirements.txt > $(VENV)/pins-rest.txt
+	$(PIP) --no-deps -r $(VENV)/pins-torch.txt & torch=$$!; \
+	  $(PIP) --no-deps -r $(VENV)/pins-rest.txt; rest=$$?; \
+	  wait $$torch && exit $$rest
+	$(PIP) -r requirements.txt -e .
 	touch $(STAMP)
 
 # apt-install PACKAGE WHAT: install a Debian package when running as root,

@@ -59,6 +59,8 @@
         delete box.dataset.blScrollFocus;
       }
     });
+    // The width this layout was marked at (tests wait for it after a resize).
+    document.documentElement.dataset.blMarkedWidth = String(window.innerWidth);
   }
 
   function whenTypeset(callback) {

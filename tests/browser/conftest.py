@@ -166,13 +166,27 @@ class BookPage:
         self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
-    def assert_clean(self) -> None:
-        assert not self.external, (
-            f"{self.url}: requests to other hosts: {self.external}"
-        )
-        assert not self.failed, f"{self.url}: failed requests: {self.failed}"
-        assert not self.console_errors, (
-            f"{self.url}: console errors: {self.console_errors}"
+    def mark(self) -> tuple[int, int, int]:
+        """Where the records stand now, for `assert_clean(since=...)`."""
+        return len(self.external), len(self.failed), len(self.console_errors)
+
+    def assert_clean(self, since: tuple[int, int, int] = (0, 0, 0)) -> None:
+        """Nothing went wrong (since `mark()` returned `since`: axe, on a
+        shared page, fetches stylesheets itself and records a 404)."""
+        external = self.external[since[0] :]
+        failed = self.failed[since[1] :]
+        errors = self.console_errors[since[2] :]
+        assert not external, f"{self.url}: requests to other hosts: {external}"
+        assert not failed, f"{self.url}: failed requests: {failed}"
+        assert not errors, f"{self.url}: console errors: {errors}"
+
+    def resize(self, size: dict) -> None:
+        """Set the viewport to `size` and wait until book.js has marked the
+        scrolling boxes for the new width (150 ms after a resize)."""
+        self.page.set_viewport_size(size)
+        self.page.wait_for_function(
+            "document.documentElement.dataset.blMarkedWidth === "
+            f"'{size['width']}'"
         )
 
     def wait_for_widgets(self) -> int:
@@ -286,7 +300,8 @@ def shared_page(browser, book_url):
     BookPage loaded once and shared by the tests on that page: those that
     only read it (the figure sizes, the text, the loading checks), then
     those marked `clicks` (the exercises and the self-checks), which change
-    it, then axe in light and in dark mode.  Asked for another mode, the
+    it, then axe in light and in dark mode, then the phone test (at a
+    phone's width, back in light mode).  Asked for another mode, the
     loaded page switches in place, as the theme's switch does it: the
     stored choice and the attributes on <html> that the CSS reads (the
     system preference is emulated too).  Tests that need a page of their
@@ -344,7 +359,8 @@ def pytest_collection_modifyitems(config, items):
     page is loaded once; every other test keeps its place after them.  On
     each page the tests that only read it run first, then the tests marked
     `clicks`, which change it, then axe in light mode and in dark (on the
-    page with its solutions open and its self-checks answered).
+    page with its solutions open and its self-checks answered), and last
+    the phone test, which narrows the page and steps its steppers.
 
     `make browser` runs two xdist workers (`--dist loadgroup`): the tests
     wait on page loads, typesetting and axe far more than they compute, so
@@ -362,6 +378,8 @@ def pytest_collection_modifyitems(config, items):
         phase = 1 if item.get_closest_marker("clicks") else 0
         if "accessibility" in item.nodeid:
             phase = 3 if params.get("mode") == "dark" else 2
+        if "test_phone" in item.nodeid:
+            phase = 4  # narrows the page to a phone's width for good
         return (params.get("page", ""), phase)
 
     shared = sorted((i for i in items if uses_shared(i)), key=page_and_phase)

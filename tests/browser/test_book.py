@@ -6,6 +6,7 @@ conftest.py), so passing tests prove the book works with no network.
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -17,6 +18,10 @@ from .pages import CHAPTERS, PAGES, chapter_params
 pytestmark = pytest.mark.browser
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+#: Each page's screenshot shows its first screen; BOOK_SCREENSHOTS=full
+#: takes whole pages (a 27-screen chapter costs Chromium 3 CPU-seconds to
+#: paint and encode, a minute of make test's CPU over the book).
+FULL_SCREENSHOTS = os.environ.get("BOOK_SCREENSHOTS") == "full"
 
 
 def test_landing_page(book_page):
@@ -51,7 +56,8 @@ def test_every_page_renders_offline(shared_page, page):
         assert not re.search(r"\.(png|svg|jpe?g)$", alt), (
             f"{page}: an image's alt text is its file name: {alt}"
         )
-    p.screenshot(page.replace("/", "__"))
+    pg.evaluate("window.scrollTo(0, 0)")
+    p.screenshot(page.replace("/", "__"), full_page=FULL_SCREENSHOTS)
     p.assert_clean()
 
 

@@ -8,11 +8,9 @@ a reader does.
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from .conftest import PHONE
@@ -88,18 +86,11 @@ def test_no_page_is_wider_than_a_phone(shared_page, page):
     The shared page is narrowed to a phone's width and then restored."""
     p = shared_page(page + ".html")
     size = p.page.viewport_size
-    p.page.set_viewport_size(PHONE)
+    p.resize(PHONE)  # book.js marks wide formulas as scrolling boxes
     try:
-        # book.js marks wide formulas as scrolling boxes 150 ms after a
-        # resize: wait for the page to settle (a condition, not a sleep;
-        # a page that stays too wide fails below)
-        with contextlib.suppress(PlaywrightTimeout):
-            p.page.wait_for_function(
-                f"document.documentElement.scrollWidth <= {PHONE['width']}"
-            )
         width = p.page.evaluate(_LAID_OUT_WIDTH)
     finally:
-        p.page.set_viewport_size(size)
+        p.resize(size)
     assert width <= PHONE["width"], (
         f"{page}: {width} px wide at a phone's {PHONE['width']} px"
     )

@@ -4,11 +4,18 @@ cut off.
 
 Cut off means an element whose content is wider than its box while the box
 hides what overflows (overflow-x hidden or clip): the reader cannot reach
-the rest.  A box that scrolls is fine (book.js makes it focusable).
-Elements that are not rendered (inside a closed <details>, hidden) or are
-visually hidden on purpose (MathJax's assistive MathML, 1-px boxes) are not
-seen and are skipped.  Each chapter leaves a screenshot of its last
+the rest.  A box that scrolls is fine (book.js makes it focusable), and so
+is a text field: what a reader types in a self-check scrolls with the
+caret.  Elements that are not rendered (inside a closed <details>, hidden)
+or are visually hidden on purpose (MathJax's assistive MathML, 1-px boxes)
+are not seen and are skipped.  Each chapter leaves a screenshot of its last
 stepper (if any) in _build/screenshots/.
+
+The page is the one the other tests share (conftest.py), narrowed to the
+phone's width as a phone turned upright does it, after every other test on
+it: the theme, book.js and the steppers lay the page out again on a resize
+(test_navigation's phone-width check relies on the same), so this reads
+what a phone that loaded the page shows, without a second load.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ CUT_OFF = """() => {
     const box = el.getBoundingClientRect();
     if (box.width <= 2 || box.height <= 2) continue;       // visually hidden
     if (el.closest('mjx-assistive-mml')) continue;         // for screen readers
+    if (el.matches('input, textarea')) continue;  // typed text follows the caret
     if (style.clip !== 'auto' && style.position === 'absolute') continue;
     found.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')}` +
       ` (${el.scrollWidth} px of content in ${el.clientWidth} px): ` +
@@ -51,8 +59,10 @@ HIGHLIGHT_IN_VIEW = """(stepper) => {
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
-def test_nothing_is_cut_off_on_a_phone(book_page, page):
-    p = book_page(page + ".html", **PHONE)
+def test_nothing_is_cut_off_on_a_phone(shared_page, page):
+    p = shared_page(page + ".html")
+    since = p.mark()
+    p.resize(PHONE)
     p.wait_for_widgets()
     p.wait_for_math()
     steppers = p.page.locator(".bl-stepper")
@@ -77,4 +87,4 @@ def test_nothing_is_cut_off_on_a_phone(book_page, page):
             )
     cut = p.page.evaluate(CUT_OFF)
     assert not cut, f"{page} at 390 px: content cut off: {cut}"
-    p.assert_clean()
+    p.assert_clean(since)
