@@ -229,8 +229,8 @@ PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)
-	grep -E '^[A-Za-z0-9]' requirements.txt | awk 'NR % 2 == 1' > $(VENV)/pins-odd.txt
-	grep -E '^[A-Za-z0-9]' requirements.txt | awk 'NR % 2 == 0' > $(VENV)/pins-even.txt
+	awk '/^[A-Za-z0-9]/ { print > (++n % 2 ? "$(VENV)/pins-odd.txt" : "$(VENV)/pins-even.txt") }' \
+	    requirements.txt
 	$(PIP) --no-deps -r $(VENV)/pins-odd.txt & odd=$$!; \
 	  $(PIP) --no-deps -r $(VENV)/pins-even.txt; even=$$?; \
 	  wait $$odd && exit $$even
