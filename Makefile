@@ -34,10 +34,17 @@ book: $(STAMP)
 # Read the chapters live: JupyterLab from .venv, whose widget extensions are
 # the ones the kernel's packages need (the steppers and self-checks run; a
 # JupyterLab from elsewhere shows their text instead).  The repository is its
-# root, so the notebooks' links to ../book/*.md open; it starts in notebooks/.
-# tests/browser/test_jupyterlab.py runs chapter 2 in it.
+# root; it starts in notebooks/.  The notebooks are trusted first: stored
+# widgets (steppers, self-checks) render only in a trusted notebook, and a
+# fresh clone's are not (the signatures go to Jupyter's data folder, not
+# into the files).  As root (a container, a cloud VM) JupyterLab refuses to
+# start without --allow-root.  LAB_ARGS adds options (`make lab
+# LAB_ARGS=--no-browser`); tests/browser/test_jupyterlab.py starts it so.
+LAB_ARGS ?=
 lab: $(STAMP) dot-ok
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	$(BIN)/jupyter trust $(NOTEBOOKS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+	    $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 # Four lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium
@@ -181,10 +188,13 @@ browser: $(STAMP) chromium-ok
 	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q -n 2 --dist loadgroup
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
-# outputs (and widget state) - run after changing a chapter or the package.
+# outputs (and widget state) - run after changing a chapter or the package -
+# in the form JupyterLab saves (scripts/lab_form.py), so that opening and
+# saving a chapter in `make lab` changes no byte of it.
 notebooks: $(STAMP) dot-ok
 	cd notebooks && for nb in $(notdir $(NOTEBOOKS)); do \
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; done
+	$(BIN)/python scripts/lab_form.py $(NOTEBOOKS)
 
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart

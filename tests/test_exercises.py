@@ -27,6 +27,9 @@ from backprop_lessons.exercises.checking import (
     require_filled,
     run_check,
 )
+from backprop_lessons.exercises.matmul_vjp import (
+    check_matmul_vjp as matmul_vjp_check,
+)
 from backprop_lessons.forward_mode import jvp
 from backprop_lessons.mlp3 import ThreeLayerMLP
 from backprop_lessons.numerics import one_hot
@@ -82,6 +85,70 @@ def test_stubs_are_recognised_in_functions_and_values():
 def test_an_exception_in_the_readers_code_is_a_not_yet(capsys):
     verdict = run(value_nodes.check_softplus, lambda v: v.nope, capsys=capsys)
     assert_verdict(verdict, "not yet", "your code raised AttributeError")
+
+
+def test_the_readers_failing_line_is_quoted_and_only_theirs(capsys):
+    """The verdict quotes the reader's line that raised, with its number:
+    frames of the package (the check) and of NumPy are left out."""
+
+    def softplus(v):
+        x = np.array([v.data])
+        return x[3]  # out of bounds, raised inside NumPy's indexing
+
+    line = softplus.__code__.co_firstlineno + 2
+    verdict = run(value_nodes.check_softplus, softplus, capsys=capsys)
+    assert_verdict(verdict, "not yet", "your code raised IndexError")
+    assert verdict.where == (
+        f"in softplus, line {line}: return x[3] # out of bounds, "
+        "raised inside NumPy's indexing",
+    )
+    assert str(verdict).splitlines()[1].startswith("    in softplus, line ")
+
+
+def test_a_long_failing_line_is_cut():
+    from backprop_lessons.exercises.checking import where_it_raised
+
+    def f():
+        return {}["a long key, which makes this line longer than a quote may be."]
+
+    try:
+        f()
+    except KeyError as error:
+        caller, where = where_it_raised(error)
+    assert caller.startswith("in test_a_long_failing_line_is_cut, line ")
+    assert where.endswith("...") and len(where.split(": ", 1)[1]) == 72
+
+
+def test_a_passing_check_may_report_after_its_verdict(capsys):
+    verdict = run_check(4, lambda answer: f"table for {answer}", "x")
+    assert verdict.correct
+    assert capsys.readouterr().out == "Exercise 4: correct\ntable for x\n"
+
+
+def test_yours_or_the_solution_says_which_it_uses(capsys):
+    from backprop_lessons.exercises import yours_or_the_solution
+
+    def matmul_vjp(G, X, W):
+        raise NotImplementedError
+
+    def matmul_vjp_solution(G, X, W):
+        return G @ W.T, X.T @ G
+
+    chosen = yours_or_the_solution(
+        matmul_vjp, matmul_vjp_solution, matmul_vjp_check
+    )
+    assert chosen is matmul_vjp_solution
+    assert capsys.readouterr().out == (
+        "Using matmul_vjp_solution, the book's solution, until your "
+        "matmul_vjp passes exercise 1 (now: not attempted yet).\n"
+    )
+    chosen = yours_or_the_solution(
+        matmul_vjp_solution, matmul_vjp, matmul_vjp_check
+    )
+    assert chosen is matmul_vjp_solution
+    assert capsys.readouterr().out == (
+        "Using your matmul_vjp_solution: it passes exercise 1.\n"
+    )
 
 
 def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():

@@ -33,9 +33,14 @@ torch = pytest.importorskip("torch")
 
 
 def run(check, answer, capsys):
-    """The verdict of check(answer), which printed exactly its one line."""
+    """The verdict of check(answer), which printed exactly its verdict (and,
+    when the capstone passes, its table after it)."""
     verdict = check(answer)
-    assert capsys.readouterr().out == f"{verdict}\n"
+    printed = capsys.readouterr().out
+    if verdict.correct and check is check_gpt_backward:
+        assert printed.startswith(f"{verdict}\nyour gradients vs PyTorch")
+    else:
+        assert printed == f"{verdict}\n"
     assert isinstance(verdict, Verdict)
     return verdict
 
@@ -88,6 +93,88 @@ def test_an_exception_of_the_readers_code_is_named(check, capsys):
         return {}["nope"]
 
     assert_not_yet(run(check, broken, capsys), "your code raised KeyError")
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_an_exception_comes_back_with_its_line(check, capsys):
+    """The reader's line that raised is quoted under the verdict, with its
+    number, so the reader need not hunt for it."""
+
+    def broken(*args):
+        table = {}
+        return table["nope"]
+
+    line = broken.__code__.co_firstlineno + 2
+    verdict = run(check, broken, capsys)
+    assert_not_yet(verdict, "your code raised KeyError")
+    assert verdict.where == (f'in broken, line {line}: return table["nope"]',)
+    assert str(verdict).endswith(
+        f'\n    in broken, line {line}: return table["nope"]'
+    )
+
+
+def test_the_capstone_names_the_layer_call_that_failed(capsys):
+    """In the capstone the reader's layers run inside the reader's model
+    backward: the hint names the call in gpt_backward, then the line in the
+    layer."""
+
+    def my_attention_backward(dinp, dout, cache):
+        inp, att, n_head = cache
+        dinp += att @ inp  # shapes that do not fit
+
+    def my_gpt_backward(params, config, cache):
+        grads = {n: np.zeros_like(p) for n, p in params.items()}
+        c = cache["blocks"][-1]
+        datt = np.zeros_like(c["att"][0])
+        my_attention_backward(np.zeros_like(c["att"][0]), datt, c["att"])
+        return grads
+
+    first = my_gpt_backward.__code__.co_firstlineno
+    inner = my_attention_backward.__code__.co_firstlineno
+    verdict = run(check_gpt_backward, my_gpt_backward, capsys)
+    assert_not_yet(verdict, "your code raised ValueError")
+    assert verdict.where == (
+        f"in my_gpt_backward, line {first + 4}: "
+        'my_attention_backward(np.zeros_like(c["att"][0]), datt, c["att"])',
+        f"in my_attention_backward, line {inner + 2}: "
+        "dinp += att @ inp # shapes that do not fit",
+    )
+
+
+def _shapes_seen(check, backward) -> list[tuple]:
+    """(B, T) and the shapes of dout and the cache's arrays, for every call
+    the check makes of the reader's function fn(*buffers, dout, cache)."""
+    seen = []
+
+    def spy(*args):
+        dout, cache = args[-2], args[-1]
+        cache = cache if isinstance(cache, tuple) else (cache,)
+        arrays = [a for a in (dout, *cache) if isinstance(a, np.ndarray)]
+        # dout is (B, T, ...), but the cross-entropy's is a float: there the
+        # probabilities, the cache's first array, are (B, T, V)
+        bt = arrays[0].shape[:2]
+        seen.append((bt, tuple(a.shape for a in arrays)))
+        backward(*args)
+
+    verdict = check(spy)
+    assert verdict.correct, str(verdict)
+    return seen
+
+
+@pytest.mark.parametrize("check", list(CHECKS)[:6], ids=lambda c: c.__name__)
+def test_each_layer_check_runs_three_shape_sets_one_with_a_single_b_or_t(
+    check, capsys
+):
+    """An answer fitted to one shape cannot pass: at least three shape sets,
+    one of them with B = 1 or T = 1, and for the matmul a weight that is not
+    square."""
+    seen = _shapes_seen(check, CHECKS[check])
+    capsys.readouterr()
+    assert len(set(seen)) >= 3, seen
+    assert any(1 in bt for bt, _ in seen), seen
+    if check is check_matmul_backward:
+        weights = [s for _, shapes in seen for s in shapes if len(s) == 2]
+        assert any(a != b for a, b in weights), weights
 
 
 def test_the_default_exercise_numbers_and_the_old_import(capsys):
@@ -171,7 +258,10 @@ def layernorm(
     "bug,hint",
     [
         (None, None),
-        ("no mean term", "dinp is wrong (largest difference"),
+        (
+            "no mean term",
+            "dinp is wrong at B = 2, T = 3, C = 5 (largest difference",
+        ),
         ("no mean term", "lacks the - mean(g) term (the path through the mean)"),
         ("no variance term", "lacks the - xhat * mean(g * xhat) term"),
         ("neither", "lacks both"),
@@ -426,7 +516,7 @@ def encoder(dwte, dwpe, dout, cache, bug=None):
     "bug,hints",
     [
         (None, ()),
-        ("fancy +=", ("dwte is wrong", "np.add.at(dwte, inp, dout)")),
+        ("fancy +=", ("dwte is wrong", "np.add.at(dwte, idx, dout)")),
         ("fancy =", ("dwte is wrong", "it assigns the rows")),
         ("= for dwte", ("dwte is wrong", "assigns (=)")),
         ("first sequence", ("dwpe is wrong", "first sequence only")),
@@ -485,7 +575,10 @@ def matmul(dinp, dweight, dbias, dout, cache, bug=None):
         ),
         (
             "dweight transposed",
-            ("dweight is wrong with a square weight (4, 4)", "it is transposed"),
+            (
+                "dweight is wrong with a square weight, at B = 2, T = 3",
+                "it is transposed",
+            ),
         ),
         ("first sequence", ("dweight is wrong", "first sequence only")),
         ("no dbias", ("dbias is wrong", "added nothing into the dbias buffer")),

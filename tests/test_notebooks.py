@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -357,4 +358,53 @@ def test_detour_code_is_tagged_deeper(path):
     assert not found, (
         f"{path.name}: (code cell, tag) {found}: tag detour code `deeper`, "
         "after a markdown Deeper box"
+    )
+
+
+# ---- the form JupyterLab saves (scripts/lab_form.py) ----
+
+_spec = importlib.util.spec_from_file_location(
+    "lab_form", ROOT / "scripts" / "lab_form.py"
+)
+lab_form = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lab_form)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_as_jupyterlab_saves_it(path):
+    """Opening and saving a chapter in JupyterLab changes no byte of it (a
+    reader's clone shows no modified notebook before they typed anything):
+    `make notebooks` stores the form JupyterLab writes."""
+    text = path.read_text(encoding="utf-8")
+    assert lab_form.dumps(lab_form.lab_form(json.loads(text))) == text, (
+        f"{path.name}: not in JupyterLab's form; run "
+        "`python scripts/lab_form.py notebooks/*.ipynb` (make notebooks does)"
+    )
+
+
+def test_lab_form_writes_what_jupyterlab_writes():
+    """The three differences measured by saving chapters in JupyterLab 4.6."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {"jupyter": {"outputs_hidden": True}},
+                "source": [],
+                "outputs": [],
+            },
+            {"cell_type": "code", "metadata": {}, "source": [], "outputs": []},
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "name": "python3"},
+            "widgets": {"state": {"a": {"x": 0.0, "y": [150.0, 0.5], "z": 2}}},
+        },
+    }
+    out = lab_form.lab_form(nb)
+    assert out["cells"][0]["metadata"]["collapsed"] is True
+    assert "collapsed" not in out["cells"][1]["metadata"]
+    assert out["metadata"]["kernelspec"]["display_name"] == "Python 3 (ipykernel)"
+    state = out["metadata"]["widgets"]["state"]["a"]
+    assert (
+        lab_form.dumps(state)
+        == '{\n "x": 0,\n "y": [\n  150,\n  0.5\n ],\n "z": 2\n}\n'
     )

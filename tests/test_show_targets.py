@@ -1,8 +1,9 @@
-"""Every function a chapter shows with `show_source` exists and is public:
-renaming it must fail here, not silently change a chapter.
+"""Every function a chapter shows with `show_source` (or behind a click, with
+`reveal_source`) exists and is public: renaming it must fail here, not
+silently change a chapter.
 
 Each notebook's import statements run in a fresh namespace; then each
-`show_source(X)` target X is evaluated there.
+`show_source(X)` or `reveal_source(X)` target X is evaluated there.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _imports_and_targets(path: Path):
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id == "show_source"
+                and node.func.id in ("show_source", "reveal_source")
                 and node.args
             ):
                 targets.append(ast.unparse(node.args[0]))

@@ -28,6 +28,8 @@ from backprop_lessons.widgets import (
     TopoSortStepper,
     Verdict,
     backward_frames,
+    reveal_source,
+    self_check,
     toposort_frames,
 )
 from backprop_lessons.widgets.selfcheck import SelfCheck, parse_number
@@ -456,6 +458,68 @@ def test_choice_check_rejects_a_string_of_choices():
         TypeError, match="ChoiceCheck: choices must be a list of strings, got str"
     ):
         ChoiceCheck("q", "ab", 0)
+
+
+def test_self_check_builds_the_named_question_of_a_chapter():
+    """The cell names the question; its answer stays in the package."""
+    from backprop_lessons.exercises.gpt_layers import SELF_CHECKS
+
+    widget = self_check("gpt_layers", "wte-used-twice")
+    assert isinstance(widget, ChoiceCheck)
+    assert widget.choices[widget.answer] == "the sum of both parts"
+    assert repr(widget).startswith("ChoiceCheck('The token embedding wte")
+    assert SELF_CHECKS["wte-used-twice"].kind == "choice"
+    number = self_check("value_nodes", "backward-twice")
+    assert isinstance(number, NumberCheck) and number.answer == 12
+
+
+@pytest.mark.parametrize(
+    "topic, key, message",
+    [
+        ("nope", "x", "self_check: no exercises module 'nope'"),
+        (
+            "value_nodes",
+            "nope",
+            "self_check: 'value_nodes' has no self-check 'nope'; its keys are "
+            "['backward-twice', 'relu-blocks-gradient']",
+        ),
+    ],
+)
+def test_self_check_names_what_it_cannot_find(topic, key, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        self_check(topic, key)
+    with pytest.raises(TypeError, match="self_check: topic must be a string"):
+        self_check(3, "x")
+
+
+def test_reveal_source_keeps_the_code_in_its_state_behind_a_click():
+    from backprop_lessons.gpt import layers
+
+    box = reveal_source(layers.gelu_backward)
+    assert repr(box) == "SourceReveal(backprop_lessons.gpt.layers.gelu_backward)"
+    assert box.summary == "Show the book's version: gelu_backward"
+    assert "gelu_backward" in box.source_html and "bl-source" in box.source_html
+    state = box.get_state()
+    assert "<details" in state["_esm"] or "details" in state["_esm"]
+    assert "import " not in state["_esm"]  # nothing fetched from a CDN
+    assert "data-lm-suppress-shortcuts" in state["_esm"]
+    assert ".bl-reveal" in state["_css"]
+    other = reveal_source(layers.gelu_backward, summary="Show the code")
+    assert other.summary == "Show the code: gelu_backward"
+    with pytest.raises(ValueError, match="reveal_source: summary must be"):
+        reveal_source(layers.gelu_backward, summary=" ")
+    with pytest.raises(TypeError, match="show_source: cannot get the source"):
+        reveal_source(3)
+
+
+def test_jupyterlab_shortcuts_leave_the_widgets_keys_alone():
+    """Enter submits a number self-check in JupyterLab too: Lumino skips its
+    shortcuts inside an element with data-lm-suppress-shortcuts."""
+    for widget in (NumberCheck("q", 1), ChoiceCheck("q", ["a", "b"], 0)):
+        assert (
+            'setAttribute("data-lm-suppress-shortcuts", "true")'
+            in (widget.get_state()["_esm"])
+        )
 
 
 def test_selfcheck_front_end_ships_with_the_widget():

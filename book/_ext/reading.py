@@ -21,6 +21,20 @@ Detour code sits in its Deeper box
     with no box above it, or one also tagged to be hidden another way,
     fails the build (a warning under -W).
 
+A solution's Colab title line is left out
+    A solution cell starts with `# @title Exercise N: a solution`, the line
+    that makes it a form cell in Colab (shown there as its title, with the
+    code hidden).  In the book the cell is already behind "Show the
+    solution", so the line is dropped from the code shown.
+
+Links to the published book stay in this book
+    Notebook markdown links to the book's own pages (glossary, notation,
+    ...) by their published address, `html_baseurl` + `book/glossary.html`,
+    the one link that opens a readable page in JupyterLab and Colab too.
+    Here each such link becomes a relative link to the local page, so the
+    built book never leaves itself (offline, or on another host); a link to
+    a page the book does not have fails the build.
+
 Hidden cells are named by their visible text
     myst-nb gives every hidden cell's summary the accessible name "Toggle
     hidden content"; here the summary's own text ("Show the solution",
@@ -71,6 +85,63 @@ class HideSolutionCells(SphinxPostTransform):
                 node["hide_mode"] = "all"
                 node["prompt_show"] = PROMPT_SHOW
                 node["prompt_hide"] = PROMPT_HIDE
+
+
+COLAB_TITLE = re.compile(r"\A# @title [^\n]*\n")
+
+
+class DropColabTitles(SphinxPostTransform):
+    """Remove the `# @title ...` first line of every `solution` cell's code."""
+
+    default_priority = 198
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for cell in self.document.findall(nodes.container):
+            if cell.get("nb_element") != "cell_code" or (
+                f"tag_{SOLUTION_TAG}" not in cell["classes"]
+            ):
+                continue
+            for block in cell.findall(nodes.literal_block):
+                text = block.astext()
+                if COLAB_TITLE.match(text):
+                    kept = COLAB_TITLE.sub("", text, count=1).lstrip("\n")
+                    block.children = [nodes.Text(kept)]
+                    block.rawsource = kept
+                break  # the first literal block is the cell's source
+
+
+class PublishedLinksAreLocal(SphinxPostTransform):
+    """Turn every link to `html_baseurl` + a page of this book into a relative
+    link to that page; warn (an error under -W) when the page is missing."""
+
+    default_priority = 199
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        base = self.config.html_baseurl
+        if not base:
+            return
+        base = base.rstrip("/") + "/"
+        for ref in self.document.findall(nodes.reference):
+            uri = ref.get("refuri", "")
+            if not uri.startswith(base):
+                continue
+            path, _, anchor = uri[len(base) :].partition("#")
+            docname = path.removesuffix(".html")
+            if docname not in self.env.found_docs:
+                logger.warning(
+                    f"a link to the published book names a page it does not "
+                    f"have: {uri}",
+                    location=ref,
+                    type="reading",
+                    subtype="published-link",
+                )
+                continue
+            local = self.app.builder.get_relative_uri(self.env.docname, docname)
+            ref["refuri"] = local + (f"#{anchor}" if anchor else "")
+            ref["classes"] = [c for c in ref["classes"] if c != "external"]
+            ref["internal"] = True
 
 
 DEEPER_TAG = "deeper"
@@ -186,6 +257,8 @@ def setup(app: Sphinx) -> dict:
         html=(_visit_hidden_cell, _depart_hidden_cell),
     )
     app.add_post_transform(HideSolutionCells)
+    app.add_post_transform(DropColabTitles)
+    app.add_post_transform(PublishedLinksAreLocal)
     app.add_post_transform(DeeperCellsInTheirBox)
     app.connect("html-page-context", _theme_colours_for_source_blocks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -92,6 +92,8 @@ def _check_page(p, name: str) -> None:
         expect(summary).to_have_text(re.compile(r"Show the solution"))
         summary.click()
         expect(code).to_be_visible()
+        # the Colab form title is Colab's: the book drops it
+        assert "@title" not in code.inner_text(), f"{name}: solution {k}"
         verdicts_after += len(
             VERDICT.findall(cell.locator(".cell_output").inner_text())
         )
@@ -99,11 +101,29 @@ def _check_page(p, name: str) -> None:
         f"{name}: the revealed solutions print {verdicts_after} 'correct' "
         f"verdicts for {exercises} exercises"
     )
+    _check_reveal_boxes(p, name)
+
+
+def _check_reveal_boxes(p, name: str) -> None:
+    """Each "Show the book's version" box is closed, its code out of view,
+    until it is clicked; then the code is there."""
+    p.wait_for_widgets()
+    boxes = p.page.locator("article details.bl-reveal")
+    for k in range(boxes.count()):
+        box = boxes.nth(k)
+        body = box.locator(".bl-reveal-body")
+        expect(body).to_be_hidden()
+        summary = box.locator("> summary")
+        expect(summary).to_have_text(re.compile(r"^Show the book's version: \w+"))
+        summary.click()
+        expect(body).to_be_visible()
+        expect(body).to_contain_text(re.compile(r"(def|class) \w+[(:]"))
 
 
 def test_demo_exercise_is_hidden_until_clicked(demo_page):
     p = demo_page(DEMO)
     _check_page(p, "demo")
+    expect(p.page.locator("article details.bl-reveal")).to_have_count(1)
     p.page.locator(SOLUTION_CELLS).first.screenshot(
         path=str(p.screenshot("demo_exercise_open", full_page=False))
     )

@@ -110,7 +110,7 @@ def test_exercise_explanations_are_collapsed(path):
     for i in explanations:
         r = _render("".join(cells[i]["source"]))
         text = " ".join("".join(r.visible).split())
-        summary = " ".join("".join(r.summaries).split())
+        summary = " ".join(" ".join(r.summaries).split())
         if text != summary:
             shown[i] = text[:80]
     assert not shown, (

@@ -16,6 +16,10 @@ One module per chapter topic (stable names, not chapter numbers):
     memory_and_precision memory and precision
     higher_order         derivatives of derivatives, function transforms
     model_parallel       the backward of model parallelism
+    microgpt             the appendix (self-check questions only)
+
+Each module also holds its chapter's self-check questions, `SELF_CHECKS`
+(see `questions`; `widgets.self_check` shows one).
 
 Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
 yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
@@ -23,9 +27,12 @@ yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
 globals: everything a check needs is an argument or built inside it.
 
 The checks of the GPT layers' backwards are also importable from here:
-`from backprop_lessons.exercises import check_attention_backward`.
+`from backprop_lessons.exercises import check_attention_backward`, and so
+is `yours_or_the_solution`, which the cells after an exercise use to run on
+the reader's function once it passes (and on the solution until then).
 """
 
+from .checking import yours_or_the_solution
 from .gpt_layers import (
     check_attention_backward,
     check_crossentropy_softmax_backward,
@@ -44,4 +51,5 @@ __all__ = [
     "check_encoder_backward",
     "check_matmul_backward",
     "check_gpt_backward",
+    "yours_or_the_solution",
 ]

@@ -8,6 +8,8 @@
 FLOPs are counted by `backward_cost.count_flops`; gradients are compared
 with the full batch's (`distributed.full_batch_gradients`).  Each check
 prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from .checking import NotYet, Verdict, attempt, require_filled, run_check
+from .questions import Number
 
-__all__ = ["check_predicted_flops", "check_combine", "check_rank_accumulation"]
+__all__ = [
+    "check_predicted_flops",
+    "check_combine",
+    "check_rank_accumulation",
+    "SELF_CHECKS",
+]
 
 
 def check_predicted_flops(predicted_flops, exercise: int = 1) -> Verdict:
@@ -103,3 +111,31 @@ def check_rank_accumulation(
                 )
 
     return run_check(exercise, check, rank_times_accumulation)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "flops-per-token": Number(
+        "A model's matmuls hold N = 10⁹ parameters and its context is short, so "
+        "training costs about 6 FLOPs per parameter per token. How many FLOPs "
+        "does one training step on 1,000 tokens cost?",
+        answer=6e12,
+        rel_tolerance=1e-3,
+        hint="Forward 2N per token, backward 4N per token.",
+        explanation="6 · 10⁹ · 1,000 = 6 · 10¹² FLOPs: 2N for the forward and 4N "
+        "for the backward (two matmuls of the forward's size).",
+    ),
+    "ring-all-reduce-bytes": Number(
+        "In a ring all-reduce each of R ranks sends 2(R - 1)/R times the "
+        "gradient's bytes. With R = 4 ranks and 100 MB of gradients, how many "
+        "MB does each rank send per step?",
+        answer=150,
+        unit="MB",
+        hint="Put R = 4 into 2(R - 1)/R, then multiply by the gradient's size.",
+        explanation="2 · 3/4 · 100 MB = 150 MB, and it tends to 2 × 100 MB as R "
+        "grows: a rank's traffic barely depends on the number of "
+        "ranks.",
+    ),
+}

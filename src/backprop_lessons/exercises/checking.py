@@ -17,14 +17,20 @@ reader's function and raises `NotAttempted` when it raises
 NotImplementedError or returns `...` or None, and `require_filled(value)`
 does the same for a value that still holds `...`.  Any other exception of
 the reader's code (inside `attempt` or a `readers_code` block) is a "not
-yet" that names it.
+yet" that names it and says where it happened: the line of the reader's
+code that raised, and the reader's calls that led there (a capstone's
+layer call), quoted under the verdict.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +42,8 @@ __all__ = [
     "readers_code",
     "require_filled",
     "run_check",
+    "where_it_raised",
+    "yours_or_the_solution",
     "close",
     "mismatched",
 ]
@@ -51,6 +59,9 @@ class Verdict:
     exercise: int
     status: str
     hint: str = ""
+    #: where the reader's code raised: one line per call of theirs, the
+    #: outermost first ("in my_gpt_backward, line 21: ...")
+    where: tuple[str, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -62,7 +73,8 @@ class Verdict:
 
     def __str__(self) -> str:
         line = f"Exercise {self.exercise}: {self.status}"
-        return f"{line} - {self.hint}" if self.hint else line
+        line = f"{line} - {self.hint}" if self.hint else line
+        return "\n".join([line, *(f"    {w}" for w in self.where)])
 
     def _ipython_display_(self) -> None:
         """Show nothing: the check has printed the verdict already, and a
@@ -70,7 +82,12 @@ class Verdict:
 
 
 class NotYet(Exception):
-    """The answer is wrong; the message is the hint the reader sees."""
+    """The answer is wrong; the message is the hint the reader sees, and
+    `where` the lines of the reader's code that raised (see `readers_code`)."""
+
+    def __init__(self, hint: str, where: tuple[str, ...] = ()):
+        super().__init__(hint)
+        self.where = tuple(where)
 
 
 class NotAttempted(Exception):
@@ -96,12 +113,58 @@ def require_filled(value, todo: str):
     return value
 
 
+#: Folders whose code is not the reader's: this package, the standard
+#: library and the installed packages (NumPy, PyTorch, ...).
+_NOT_READERS = tuple(
+    {
+        str(Path(__file__).resolve().parents[1]),
+        *(
+            str(Path(p).resolve())
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := sysconfig.get_paths().get(key))
+        ),
+    }
+)
+#: A quoted line is cut to this many characters (the verdict's lines fit the
+#: book's column).
+_QUOTE = 72
+
+
+def _readers_frame(filename: str) -> bool:
+    """Is this frame's code the reader's (a notebook cell, a script of theirs),
+    not the package's, the standard library's or an installed package's?"""
+    if filename.startswith("<") and "ipython-input" not in filename:
+        return False  # <string>, <frozen ...>: nothing to quote
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return True
+    return not path.startswith(_NOT_READERS)
+
+
+def where_it_raised(error: BaseException) -> tuple[str, ...]:
+    """The reader's frames of `error`'s traceback, outermost first, each as
+    "in NAME, line N: SOURCE": the line that raised last, and before it the
+    calls of theirs that led there (in a capstone, the layer call)."""
+    lines = []
+    for frame in traceback.extract_tb(error.__traceback__):
+        if not _readers_frame(frame.filename):
+            continue
+        name = "your cell" if frame.name == "<module>" else frame.name
+        text = " ".join((frame.line or "").split())
+        if len(text) > _QUOTE:
+            text = text[: _QUOTE - 3] + "..."
+        lines.append(f"in {name}, line {frame.lineno}: {text}".rstrip(": "))
+    return tuple(lines)
+
+
 @contextlib.contextmanager
 def readers_code(todo: str) -> Iterator[None]:
     """Whatever raises inside the block is the reader's code: NotImplementedError
     means not attempted (NotAttempted(todo)); any other exception becomes a
-    "not yet" that names it.  The checks' own code stays outside such
-    blocks, so a bug in a check still fails loudly."""
+    "not yet" that names it and quotes the reader's line that raised
+    (`where_it_raised`).  The checks' own code stays outside such blocks,
+    so a bug in a check still fails loudly."""
     try:
         yield
     except (NotYet, NotAttempted):
@@ -110,7 +173,8 @@ def readers_code(todo: str) -> Iterator[None]:
         raise NotAttempted(todo) from None
     except Exception as error:
         raise NotYet(
-            f"your code raised {type(error).__name__}: {error}"
+            f"your code raised {type(error).__name__}: {error}",
+            where=where_it_raised(error),
         ) from error
 
 
@@ -149,19 +213,50 @@ def mismatched(ours: dict, reference: dict, tol: float) -> list[str]:
 
 
 def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
-    """Run `check(*answers)`, print its one-line verdict and return it.
+    """Run `check(*answers)`, print its verdict and return it.
 
     `check` raises NotYet(hint) for a wrong answer and NotAttempted(todo)
     for a stub (`attempt` and `readers_code` raise them for the reader's
-    code); any other exception is a bug of the check and propagates.
+    code); any other exception is a bug of the check and propagates.  A
+    check that passes may return a report (a table of what it compared),
+    printed after the verdict.
     """
+    report = None
     try:
-        check(*answers)
+        report = check(*answers)
     except NotAttempted as todo:
         verdict = Verdict(exercise, NOT_ATTEMPTED, str(todo))
     except NotYet as hint:
-        verdict = Verdict(exercise, NOT_YET, str(hint))
+        verdict = Verdict(exercise, NOT_YET, str(hint), hint.where)
     else:
         verdict = Verdict(exercise, CORRECT)
     print(verdict)
+    if report is not None:
+        print(report)
     return verdict
+
+
+def yours_or_the_solution(
+    yours: Callable, solution: Callable, check: Callable, **check_args
+) -> Callable:
+    """`yours` when `check(yours, **check_args)` passes, else `solution`; says
+    which in one line.
+
+    For the cells after an exercise that use its function (chapter 6 trains
+    with the reader's gpt_backward): they run with the reader's own code
+    once it passes, and until then with the book's solution, so that Run
+    All never stops at a stub and never replaces the reader's function.
+    The check runs silently; its verdict is the exercise cell's to print.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):
+        verdict = check(yours, **check_args)
+    name = getattr(yours, "__name__", "function")
+    if verdict.correct:
+        print(f"Using your {name}: it passes exercise {verdict.exercise}.")
+        return yours
+    print(
+        f"Using {getattr(solution, '__name__', 'the solution')}, the book's "
+        f"solution, until your {name} passes exercise {verdict.exercise} "
+        f"(now: {verdict.status})."
+    )
+    return solution

@@ -6,6 +6,8 @@
 
 PyTorch's `torch.autograd.gradcheck` (float64) judges the Functions.  Each
 check prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ from .checking import (
     readers_code,
     run_check,
 )
+from .questions import Choice, Number
 
-__all__ = ["check_softmax_function", "check_linear_function", "check_accumulate"]
+__all__ = [
+    "check_softmax_function",
+    "check_linear_function",
+    "check_accumulate",
+    "SELF_CHECKS",
+]
 
 
 class _Context:
@@ -131,3 +139,36 @@ def check_accumulate(accumulate, exercise: int = 3) -> Verdict:
                 )
 
     return run_check(exercise, check, accumulate)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "gradcheck-at-identity": Choice(
+        "The 2 AM bug uses dy @ W.T where dy @ W is right. Why does gradcheck "
+        "at W = I (the mixer's initial value) miss it?",
+        choices=[
+            "At the identity W.T equals W, so the wrong formula gives the "
+            "right numbers",
+            "gradcheck only compares float32 gradients",
+            "The identity matrix has a zero gradient",
+            "gradcheck never checks the input's gradient",
+        ],
+        answer=0,
+        hint="Compare W and W.T when W is the identity (or any symmetric "
+        "matrix).",
+        explanation="A symmetric W equals its transpose, so dy @ W.T = dy @ W "
+        "there: the bug is invisible until W stops being symmetric. "
+        "Check at a random W.",
+    ),
+    "forgotten-zero-grad": Number(
+        "A training loop forgets zero_grad. A weight's true gradient is 0.5 at "
+        "each of three steps. What does its .grad hold after the third "
+        "backward?",
+        answer=1.5,
+        hint="backward adds into .grad; nothing resets it between steps.",
+        explanation="0.5 + 0.5 + 0.5 = 1.5: the optimizer sees the sum of all "
+        "gradients so far, three times the one it should use.",
+    ),
+}

@@ -7,6 +7,8 @@
 The counts come from `forward_mode.count_operations`, so they are exact.
 Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..forward_mode import (
     tanh,
 )
 from .checking import NotYet, Verdict, attempt, readers_code, run_check
+from .questions import Choice, Number
 
 __all__ = [
     "check_jvp_rule",
@@ -32,6 +35,7 @@ __all__ = [
     "check_passes_per_step",
     "bump",
     "tanh_chain",
+    "SELF_CHECKS",
 ]
 
 METHODS = ("one-sided", "centered", "forward", "reverse")
@@ -155,3 +159,35 @@ def check_passes_per_step(passes_per_step, exercise: int = 3) -> Verdict:
             raise NotYet("the 4,064-parameter totals do not match")
 
     return run_check(exercise, check, passes_per_step)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "passes-for-a-gradient": Number(
+        "A loss has P = 1,000 inputs and one output. How many forward-mode "
+        "(Dual) passes does its full gradient take?",
+        answer=1000,
+        hint="One forward-mode pass gives one JVP: the derivative along one "
+        "direction.",
+        explanation="Each pass seeds one input's tangent with 1 and gives one "
+        "partial derivative, so 1,000 passes; reverse mode gets all "
+        "of them from one forward and one backward pass.",
+    ),
+    "few-inputs-many-outputs": Choice(
+        "A simulation maps 3 input parameters to 10,000 outputs, and you need "
+        "its full Jacobian. Which gets it with the fewest passes?",
+        choices=[
+            "forward mode: one pass per input",
+            "reverse mode: one backward pass per output",
+            "centered finite differences: two passes per input",
+        ],
+        answer=0,
+        hint="Count passes: one column of J per forward-mode pass, one row per "
+        "reverse-mode pass.",
+        explanation="Forward mode needs 3 passes (one per input), reverse mode "
+        "10,000 (one per output), centered differences 6 and only "
+        "approximate values: min(P, M) = 3 favours forward mode.",
+    ),
+}

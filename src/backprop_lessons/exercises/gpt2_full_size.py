@@ -13,6 +13,8 @@ and returns None (so that a check at the end of a cell prints only that
 line).  Nothing here reads notebook globals.  Exercise 3's check runs
 transformers' model, so it imports torch and transformers when it gets
 that far.
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from ..gpt import (
     load_hf_gpt2,
     parameter_shapes,
 )
+from .questions import Choice, Number
 
 __all__ = [
     "GPT2_SIZES",
     "check_parameter_count",
     "check_attention_crossover",
     "check_to_hf_state_dict",
+    "SELF_CHECKS",
 ]
 
 # The four GPT-2 models of Radford et al. (2019): n_layer, n_head, n_embd.
@@ -263,3 +267,42 @@ def _transformers_logits_match(state, config, params, rng) -> bool:
     return bool(
         np.abs(cache["logits"] - theirs).max() <= 1e-12 * np.abs(theirs).max()
     )
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "gpt2-medium-block": Number(
+        "GPT-2 medium has the same layout with n_layer = 24 blocks and C = 1024. "
+        "How many parameters does one of its blocks hold?",
+        answer=12 * 1024**2 + 13 * 1024,
+        hint="A block holds 12 C² + 13 C parameters: four matmuls, their biases "
+        "and two layer norms.",
+        explanation="12 · 1024² + 13 · 1024 = 12,596,224. The number of heads "
+        "does not enter: it splits C without changing any matrix.",
+    ),
+    "attention-share": Choice(
+        "Going from T = 256 to T = 1024 tokens per sequence, with the same "
+        "number of tokens per step, why does attention's share of a step's "
+        "FLOPs grow?",
+        [
+            "Its FLOPs per token grow with T, while the matmul layers' stay "
+            "fixed",
+            "The matmul layers' FLOPs per token shrink as T grows",
+            "Attention's FLOPs per token grow with T², the matmuls' with T",
+            "The LM head's cost moves into attention",
+        ],
+        answer=0,
+        hints={
+            1: "The matmul layers cost 6 FLOPs per parameter per token, "
+            "whatever T is.",
+            2: "Per token, q kᵀ and att v each multiply by T keys, not T².",
+            3: "The LM head is a matmul layer; its cost per token does not "
+            "depend on T.",
+        },
+        explanation="Each token's query meets T keys, so attention costs "
+        "12 n_layer T C FLOPs per token, linear in T, while the "
+        "weights cost 6 N_mm per token at any T.",
+    ),
+}

@@ -32,6 +32,8 @@ back from the loss is where the bug is.
 
 Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`); PyTorch is imported only when a check runs.
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from ..gpt.layers import (
     matmul_forward,
 )
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
+from ..gradcheck import CheckTable, compare_arrays, relative_error
 from .checking import (
     NotAttempted,
     NotYet,
@@ -60,6 +63,7 @@ from .checking import (
     close,
     run_check,
 )
+from .questions import Choice, Number
 
 __all__ = [
     "check_layernorm_backward",
@@ -71,6 +75,7 @@ __all__ = [
     "check_gpt_backward",
     "TOL",
     "GPT_TOL",
+    "SELF_CHECKS",
 ]
 
 # Relative tolerance of a layer's gradient (max difference over the larger
@@ -187,7 +192,9 @@ def _run_layer_check(
             where = f"{case.label}, " if case.label else ""
             more = f"; {case.on_error}" if case.on_error else ""
             text = " ".join(str(error).split())  # one line
-            raise NotYet(f"{where}{text} ({case.shapes}){more}") from None
+            raise NotYet(
+                f"{where}{text} ({case.shapes}){more}", where=error.where
+            ) from None
         names = [n for n in work if work[n] is not None]
         if all(np.array_equal(work[n], before[n]) for n in names):
             if result is not None:
@@ -230,6 +237,18 @@ def _run_layer_check(
         )
 
 
+#: The shape sets every layer check runs the reader's backward on, (B, T, C)
+#: or (B, T, V): a general one first (its diagnoses are the most telling),
+#: then a single sequence and a single position, where an answer fitted to
+#: one shape, or summing over the wrong axis, shows.
+_SHAPES = [(2, 3, 5), (1, 4, 6), (3, 1, 4)]
+
+
+def _at(**sizes) -> str:
+    """A case's label: "at B = 1, T = 4, C = 6"."""
+    return "at " + ", ".join(f"{k} = {v}" for k, v in sizes.items())
+
+
 def _buffers(rng, **shapes) -> dict[str, np.ndarray]:
     """Random non-zero starting buffers of the given shapes."""
     return {n: rng.standard_normal(s) for n, s in shapes.items()}
@@ -262,8 +281,7 @@ _LAYERNORM = {
 }
 
 
-def _layernorm_case(rng) -> _Case:
-    B, T, C = 2, 3, 5
+def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
     inp = 2.0 * rng.standard_normal((B, T, C)) + rng.standard_normal((B, T, 1))
     weight = 1.0 + 0.5 * rng.standard_normal(C)
     bias = 0.5 * rng.standard_normal(C)
@@ -353,6 +371,7 @@ def _layernorm_case(rng) -> _Case:
         },
         shapes=f"shapes: dinp and dout (B, T, C) = {(B, T, C)}, "
         f"dweight and dbias (C,) = {(C,)}",
+        label=_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -363,7 +382,8 @@ def check_layernorm_backward(fn, exercise: int = 1) -> Verdict:
 
     def check(fn):
         todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
-        cases = [_layernorm_case(np.random.default_rng(3))]
+        rng = np.random.default_rng(3)
+        cases = [_layernorm_case(rng, *s) for s in _SHAPES]
         _run_layer_check(fn, cases, todo, _LAYERNORM)
 
     return run_check(exercise, check, fn)
@@ -378,8 +398,8 @@ _GELU = {
 }
 
 
-def _gelu_case(rng) -> _Case:
-    B, T, C4 = 2, 3, 8
+def _gelu_case(rng, B: int, T: int, C: int) -> _Case:
+    C4 = 4 * C
     x = 1.5 * rng.standard_normal((B, T, C4))
     # where the tanh and the erf GELU's derivatives differ most (|x| = 2),
     # and far out, where tanh saturates
@@ -445,6 +465,7 @@ def _gelu_case(rng) -> _Case:
         cache=cache,
         expected={"dinp": right},
         shapes=f"shapes: dinp and dout (B, T, 4C) = {(B, T, C4)}",
+        label=_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -455,7 +476,8 @@ def check_gelu_backward(fn, exercise: int = 2) -> Verdict:
 
     def check(fn):
         todo = _todo(fn, "(dinp, dout, cache)")
-        cases = [_gelu_case(np.random.default_rng(4))]
+        rng = np.random.default_rng(4)
+        cases = [_gelu_case(rng, *s) for s in _SHAPES]
         _run_layer_check(fn, cases, todo, _GELU)
 
     return run_check(exercise, check, fn)
@@ -468,8 +490,7 @@ _CROSSENTROPY = {
 }
 
 
-def _crossentropy_case(rng) -> _Case:
-    B, T, V = 2, 3, 5
+def _crossentropy_case(rng, B: int, T: int, V: int) -> _Case:
     logits = 2.0 * rng.standard_normal((B, T, V))
     targets = rng.integers(0, V, size=(B, T))
     dloss = 0.7  # not 1: a backward must use it
@@ -536,6 +557,7 @@ def _crossentropy_case(rng) -> _Case:
         expected={"dlogits": right["logits"]},
         shapes=f"shapes: dlogits (B, T, V) = {(B, T, V)}, dloss a float "
         f"({dloss}), targets (B, T) = {(B, T)}",
+        label=_at(B=B, T=T, V=V),
         bugs=bugs,
     )
 
@@ -546,7 +568,8 @@ def check_crossentropy_softmax_backward(fn, exercise: int = 3) -> Verdict:
 
     def check(fn):
         todo = _todo(fn, "(dlogits, dloss, cache)")
-        cases = [_crossentropy_case(np.random.default_rng(5))]
+        rng = np.random.default_rng(5)
+        cases = [_crossentropy_case(rng, *s) for s in _SHAPES]
         _run_layer_check(fn, cases, todo, _CROSSENTROPY)
 
     return run_check(exercise, check, fn)
@@ -616,8 +639,7 @@ _ATTENTION = {
 }
 
 
-def _attention_case(rng) -> _Case:
-    B, T, NH, hs = 2, 4, 2, 3
+def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> _Case:
     C = NH * hs
     inp = rng.standard_normal((B, T, 3 * C))
     dout = rng.standard_normal((B, T, C))
@@ -675,6 +697,7 @@ def _attention_case(rng) -> _Case:
         expected={"dinp": right},
         shapes=f"shapes: dinp (B, T, 3C) = {(B, T, 3 * C)}, dout (B, T, C) = "
         f"{(B, T, C)}, att (B, NH, T, T) = {(B, NH, T, T)}, n_head = {NH}",
+        label=_at(B=B, T=T, NH=NH, hs=hs),
         bugs=bugs,
     )
 
@@ -701,7 +724,11 @@ def check_attention_backward(fn, exercise: int = 4) -> Verdict:
 
     def check(fn):
         todo = _todo(fn, "(dinp, dout, cache)")
-        cases = [_attention_case(np.random.default_rng(6))]
+        rng = np.random.default_rng(6)
+        cases = [
+            _attention_case(rng, *s)
+            for s in [(2, 4, 2, 3), (1, 5, 3, 2), (3, 1, 2, 2)]
+        ]
         _run_layer_check(fn, cases, todo, _ATTENTION, detail=_wrong_thirds)
 
     return run_check(exercise, check, fn)
@@ -710,15 +737,13 @@ def check_attention_backward(fn, exercise: int = 4) -> Verdict:
 # ---- encoder: token and position embeddings ----------------------------------
 
 _ENCODER = {
-    "dwte": "every (b, t) adds dout[b, t] into row inp[b, t] of dwte: "
-    "np.add.at(dwte, inp, dout)",
+    "dwte": "every (b, t) adds dout[b, t] into row idx[b, t] of dwte: "
+    "np.add.at(dwte, idx, dout)",
     "dwpe": "dwpe[:T] += dout summed over the batch",
 }
 
 
-def _encoder_case(rng) -> _Case:
-    V, maxT, C = 7, 6, 3
-    inp = np.array([[1, 3, 1, 1], [3, 0, 1, 5]])  # token 1 four times, 3 twice
+def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> _Case:
     B, T = inp.shape
     wte, wpe = rng.standard_normal((V, C)), rng.standard_normal((maxT, C))
     dout = rng.standard_normal((B, T, C))
@@ -740,15 +765,15 @@ def _encoder_case(rng) -> _Case:
             (
                 last_row,
                 "with repeated tokens it keeps one contribution per row: "
-                "dwte[inp] += dout is a buffered fancy-index add, so a token "
+                "dwte[idx] += dout is a buffered fancy-index add, so a token "
                 "seen k times gets only one of its k rows of dout; use "
-                "np.add.at(dwte, inp, dout)",
+                "np.add.at(dwte, idx, dout)",
             ),
             (
                 assigned - buffers["dwte"],
-                "it assigns the rows (dwte[inp] = dout): a row must collect "
+                "it assigns the rows (dwte[idx] = dout): a row must collect "
                 "the gradient already in it and one dout[b, t] for every "
-                "time its token occurs; use np.add.at(dwte, inp, dout)",
+                "time its token occurs; use np.add.at(dwte, idx, dout)",
             ),
         ],
         "dwpe": [
@@ -767,6 +792,7 @@ def _encoder_case(rng) -> _Case:
         expected={"dwte": right["wte"], "dwpe": right["wpe"]},
         shapes=f"shapes: dwte (V, C) = {(V, C)}, dwpe (maxT, C) = "
         f"{(maxT, C)}, dout (B, T, C) = {(B, T, C)}, inp (B, T) = {(B, T)}",
+        label=_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -778,7 +804,15 @@ def check_encoder_backward(fn, exercise: int = 5) -> Verdict:
 
     def check(fn):
         todo = _todo(fn, "(dwte, dwpe, dout, cache)")
-        cases = [_encoder_case(np.random.default_rng(7))]
+        rng = np.random.default_rng(7)
+        cases = [
+            # token 1 four times, 3 twice; T shorter than wpe
+            _encoder_case(rng, np.array([[1, 3, 1, 1], [3, 0, 1, 5]]), 7, 6, 3),
+            # one sequence, T = maxT, token 2 three times
+            _encoder_case(rng, np.array([[2, 4, 2, 0, 2]]), 5, 5, 4),
+            # T = 1: every sequence reads the same row of wpe; token 3 twice
+            _encoder_case(rng, np.array([[3], [1], [3]]), 4, 3, 2),
+        ]
         _run_layer_check(fn, cases, todo, _ENCODER)
 
     return run_check(exercise, check, fn)
@@ -794,8 +828,9 @@ _MATMUL = {
 }
 
 
-def _matmul_case(rng, C: int, OC: int, with_bias: bool, label: str) -> _Case:
-    B, T = 2, 3
+def _matmul_case(
+    rng, B: int, T: int, C: int, OC: int, with_bias: bool, label: str
+) -> _Case:
     inp = rng.standard_normal((B, T, C))
     weight = rng.standard_normal((OC, C))
     bias = rng.standard_normal(OC) if with_bias else None
@@ -859,7 +894,7 @@ def _matmul_case(rng, C: int, OC: int, with_bias: bool, label: str) -> _Case:
         f"{(OC, C)}, dbias (OC,) = {(OC,)}"
         + ("" if with_bias else " or None")
         + f", dout (B, T, OC) = {(B, T, OC)}",
-        label=label,
+        label=f"{label}, {_at(B=B, T=T, C=C, OC=OC)}",
         on_error=""
         if with_bias
         else "skip a buffer that is None: `if dbias is not None: dbias += ...`",
@@ -877,10 +912,16 @@ def check_matmul_backward(fn, exercise: int = 6) -> Verdict:
         todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
         rng = np.random.default_rng(8)
         cases = [
-            _matmul_case(rng, 4, 4, True, "with a square weight (4, 4)"),
-            _matmul_case(rng, 4, 5, True, "with a weight of shape (5, 4)"),
+            _matmul_case(rng, 2, 3, 4, 4, True, "with a square weight"),
+            _matmul_case(rng, 3, 1, 4, 5, True, "with a weight (OC, C)"),
             _matmul_case(
-                rng, 4, 5, False, "with dbias=None (no bias, as the LM head)"
+                rng,
+                1,
+                4,
+                6,
+                3,
+                False,
+                "with dbias=None (no bias, as the LM head)",
             ),
         ]
         _run_layer_check(fn, cases, todo, _MATMUL)
@@ -922,11 +963,6 @@ def _backward_order(config: GPTConfig) -> list[tuple[str, int | None]]:
     return order + [("wpe", None), ("wte", None)]
 
 
-def _relative_error(ours, right) -> float:
-    scale = max(float(np.abs(ours).max()), float(np.abs(right).max()), 1e-12)
-    return float(np.abs(ours - right).max()) / scale
-
-
 def _wte_parts(params, config, idx, targets):
     """PyTorch's wte gradient split into the LM head's and the embedding's."""
     import torch
@@ -944,7 +980,9 @@ def _wte_parts(params, config, idx, targets):
 def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
     """fn(params, config, cache) -> a dict of gradients, one per parameter,
     like `model.gpt_backward`: compared with PyTorch's autograd on a whole
-    2-layer model in float64 (`cache` from the book's `gpt_forward`)."""
+    2-layer model in float64 (`cache` from the book's `gpt_forward`).  When
+    it passes, a table of every parameter's relative error follows the
+    verdict."""
     from ..gpt.reference import torch_forward_backward
 
     def check(fn):
@@ -988,11 +1026,14 @@ def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
             ours, theirs = grads[name], right[name]
             if block is not None:
                 ours, theirs = ours[block], theirs[block]
-            error = _relative_error(ours, theirs)
+            error = relative_error(ours, theirs)
             if error >= GPT_TOL:
                 wrong.append((name, block, error))
         if not wrong:
-            return
+            return CheckTable(
+                "your gradients vs PyTorch's autograd (float64)",
+                [compare_arrays(n, grads[n], right[n], GPT_TOL) for n in params],
+            )
         name, block, error = wrong[0]
         where = (
             f"grads[{name!r}][{block}] (block {block})"
@@ -1005,12 +1046,12 @@ def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
         )
         if name == "wte":
             head, embedding = _wte_parts(params, config, idx, targets)
-            if _relative_error(grads["wte"], head) < GPT_TOL:
+            if relative_error(grads["wte"], head) < GPT_TOL:
                 text += (
                     "; it holds the LM head's part only: add the embedding's "
                     "(encoder_backward)"
                 )
-            elif _relative_error(grads["wte"], embedding) < GPT_TOL:
+            elif relative_error(grads["wte"], embedding) < GPT_TOL:
                 text += (
                     "; it holds the embedding's part only: add the LM "
                     "head's (the matmul backward of logits = lnf @ wte^T)"
@@ -1025,3 +1066,37 @@ def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
         raise NotYet(text)
 
     return run_check(exercise, check, fn)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "wte-used-twice": Choice(
+        "The token embedding wte is used twice: by the encoder (wte[idx]) and by "
+        "the tied LM head (logits = h @ wte.T). What must its gradient be?",
+        choices=[
+            "the LM head's part only: it comes last",
+            "the sum of both parts",
+            "the mean of both parts",
+            "the encoder's part only: wte is its parameter",
+        ],
+        answer=1,
+        hint="One array used in two places: what did chapter 1 do with a value "
+        "used twice?",
+        explanation="Both uses contribute, and the contributions add (+=): "
+        "the head's matmul weight gradient (exercise 1's matmul backward) and "
+        "the encoder's scatter-add (exercise 5); the capstone, exercise 7, "
+        "adds both into one buffer.",
+    ),
+    "gpt2-small-parameters": Number(
+        "GPT-2 small has n_layer = 12, C = 768, V = 50257 and block size 1024. "
+        "How many parameters does it have? (Use 12C² + 13C per block, the "
+        "embeddings and the final layernorm.)",
+        answer=12 * (12 * 768**2 + 13 * 768) + 50257 * 768 + 1024 * 768 + 2 * 768,
+        hint="Per block 12C² + 13C; then V·C for wte (tied with the LM head), "
+        "T·C for wpe and 2C for the final layernorm.",
+        explanation="12 · 7,087,872 + 38,597,376 + 786,432 + 1,536 = "
+        "124,439,808: GPT-2 small's 124M (chapter 9 runs it).",
+    ),
+}

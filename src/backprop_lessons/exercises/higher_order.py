@@ -8,6 +8,8 @@ transforms" (chapter 11).
 of the gradient, and the engine's own double backward); the second check
 runs on PyTorch and compares with a Python loop over the examples.  Each
 check prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ import numpy as np
 
 from ..tensor import Tensor, cross_entropy, grad
 from .checking import NotYet, Verdict, attempt, close, run_check
+from .questions import Choice, Number
 
-__all__ = ["check_hvp", "check_clipped_mean_gradient", "tiny_mlp_loss"]
+__all__ = [
+    "check_hvp",
+    "check_clipped_mean_gradient",
+    "tiny_mlp_loss",
+    "SELF_CHECKS",
+]
 
 
 def tiny_mlp_loss(params, X, y):
@@ -144,3 +152,35 @@ def check_clipped_mean_gradient(
             )
 
     return run_check(exercise, check, clipped_mean_gradient)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "hvps-for-a-hessian": Number(
+        "A model has P = 1,000 parameters. How many Hessian-vector products "
+        "give its full Hessian?",
+        answer=1000,
+        hint="One HVP gives one column, H e_i.",
+        explanation="One per column: 1,000 HVPs, each a small constant times a "
+        "gradient, for 1,000,000 entries.",
+    ),
+    "clip-per-example": Choice(
+        "DP-SGD clips each example's gradient before averaging. Why can it not "
+        "clip the gradient of the mean loss instead?",
+        [
+            "The mean gradient is a sum over examples: one example's share of it "
+            "cannot be recovered, so its influence cannot be bounded",
+            "The mean gradient is too expensive to compute",
+            "Clipping the mean gradient changes its direction",
+        ],
+        answer=0,
+        hint="What does DP-SGD bound: the whole gradient, or each example's "
+        "contribution to it?",
+        explanation="The guarantee bounds what any one example can change, so "
+        "each example's gradient is clipped on its own; the sum "
+        "mixes them irreversibly. Per-example gradients (vmap) "
+        "make that possible in one batched pass.",
+    ),
+}

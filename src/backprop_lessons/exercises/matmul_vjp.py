@@ -9,6 +9,8 @@
 Reference gradients come from PyTorch autograd in float64 (imported when a
 check runs) or from centered differences (`gradcheck`).  Each check prints
 "Exercise N: ..." and returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from ..gradcheck import numerical_param_gradients
 from ..tensor import unbroadcast
 from .checking import NotYet, Verdict, attempt, close, mismatched, run_check
+from .questions import Choice, Number
 
 __all__ = [
     "check_matmul_vjp",
@@ -25,6 +28,7 @@ __all__ = [
     "check_linear_backward",
     "check_logsumexp_vjp",
     "check_unbroadcast",
+    "SELF_CHECKS",
 ]
 
 TOL = 1e-10  # float64 rounding of a few dozen terms, with a wide margin
@@ -179,3 +183,29 @@ def check_unbroadcast(my_unbroadcast, exercise: int = 5) -> Verdict:
                 )
 
     return run_check(exercise, check, my_unbroadcast)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "weight-gradient-product": Choice(
+        "Z = X @ W with X of shape (64, 100) and W of shape (100, 10). G = dL/dZ "
+        "has shape (64, 10). Which product is dL/dW?",
+        choices=["G @ W.T", "X.T @ G", "G.T @ X", "X @ G.T"],
+        answer=1,
+        hint="dL/dW has the shape of W, (100, 10): which product of X or X.T "
+        "with G or G.T gives that shape?",
+        explanation="X.T @ G is (100, 64) @ (64, 10) = (100, 10), the shape of "
+        "W. G.T @ X has the transposed shape (10, 100); G @ W.T is dL/dX.",
+    ),
+    "broadcast-bias-gradient": Number(
+        "A bias b of shape (3,) is added to an activation of shape (32, 10, 3). "
+        "The upstream gradient is all ones. What is each entry of b's gradient?",
+        answer=320,
+        hint="Broadcasting copies b to every one of the 32 x 10 positions; its "
+        "gradient sums over the copies.",
+        explanation="unbroadcast sums the (32, 10, 3) gradient over the two "
+        "leading axes: 32 * 10 = 320 ones per entry of b.",
+    ),
+}

@@ -6,6 +6,8 @@
 
 Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from .checking import NotYet, Verdict, attempt, close, run_check
+from .questions import Number
 
-__all__ = ["check_merge", "check_unscale_or_skip"]
+__all__ = ["check_merge", "check_unscale_or_skip", "SELF_CHECKS"]
 
 
 def _state(scores, values):
@@ -109,3 +112,29 @@ def check_unscale_or_skip(unscale_or_skip, exercise: int = 2) -> Verdict:
                 raise NotYet("after a skipped step, halve the scale")
 
     return run_check(exercise, check, unscale_or_skip)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "attention-probabilities-mib": Number(
+        "Still per layer and sequence, with 12 heads in float32: how many MiB "
+        "do the eager attention's probabilities take at T = 2048?",
+        answer=4 * 12 * 2048**2 / 2**20,
+        hint="4 bytes x n_head x T x T, divided by 2^20.",
+        explanation="4 · 12 · 2048² / 2²⁰ = 192 MiB, four times the 48 MiB at "
+        "T = 1024: the probabilities grow with T².",
+    ),
+    "largest-logit-gradient": Number(
+        "In that run B x T = 64 positions, so the gradient of the mean loss "
+        "with respect to any one logit is at most 1/64 in size. How large can "
+        "it be in the scaled backward at s = 2^17?",
+        answer=2**17 / 64,
+        hint="The scaled loss is s times the loss, so every gradient is s times "
+        "larger.",
+        explanation="2¹⁷ / 64 = 2,048, comfortably below float16's 65,504; "
+        "the overflows at larger s happen further down the "
+        "backward, where such gradients are summed and multiplied.",
+    ),
+}

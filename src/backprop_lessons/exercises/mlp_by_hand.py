@@ -14,6 +14,8 @@ them all, as Karpathy's `cmp` does in "Becoming a Backprop Ninja".  The
 other checks compare with centered differences (`gradcheck`) on a small
 model with non-zero biases.  Each check prints "Exercise N: ..." and
 returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .checking import (
     require_filled,
     run_check,
 )
+from .questions import Choice, Number
 
 __all__ = [
     "INTERMEDIATES",
@@ -41,6 +44,7 @@ __all__ = [
     "check_mlp_backward",
     "check_input_gradient",
     "check_tanh_ratio",
+    "SELF_CHECKS",
 ]
 
 TOL = 1e-6  # centered differences agree to about 1e-9 here
@@ -284,3 +288,33 @@ def check_tanh_ratio(answer, exercise: int = 3) -> Verdict:
             )
 
     return run_check(exercise, check, answer)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "softmax-cross-entropy-gradient": Choice(
+        "For softmax followed by mean cross-entropy over a batch of B rows, what "
+        "is the gradient with respect to the logits Z3?",
+        choices=["(Ŷ - Y) / B", "Ŷ - Y", "(Y - Ŷ) / B", "Ŷ (1 - Ŷ) / B"],
+        answer=0,
+        hint="The two derivatives combine into something simple; the mean over "
+        "the batch contributes a factor.",
+        explanation="Softmax and cross-entropy differentiate together to Ŷ - Y "
+        "per row, and the mean over B rows divides by B: "
+        "δ3 = (Ŷ - Y) / B.",
+    ),
+    "sigmoid-layers-shrink": Number(
+        "The sigmoid's slope σ'(z) = σ(z)(1 - σ(z)) is at most 0.25. With unit "
+        "weights, the gradient that comes back through 10 sigmoid layers is at "
+        "most what fraction of the gradient that went in? (A number, to 3 "
+        "significant digits.)",
+        answer=0.25**10,
+        rel_tolerance=5e-3,
+        hint="Each layer multiplies the gradient by at most 0.25.",
+        explanation="0.25 ** 10 ≈ 9.54e-7: ten sigmoid layers can shrink the "
+        "gradient a million-fold, which is why the first layers of a "
+        "deep sigmoid network barely learn.",
+    ),
+}

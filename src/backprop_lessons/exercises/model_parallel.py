@@ -10,6 +10,8 @@ check compares it with the exact VJP and runs the dot-product test a VJP
 must pass, sum_r <y_r, w_r> = sum_r <x_r, backward(w)_r> for the forward
 y = collective(x).  Each check prints "Exercise N: ..." and returns a
 `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from .checking import NotYet, Verdict, attempt, close, run_check
+from .questions import Number
 
 __all__ = [
     "all_gather_forward",
     "broadcast_forward",
     "check_all_gather_backward",
     "check_broadcast_backward",
+    "SELF_CHECKS",
 ]
 
 
@@ -110,3 +114,29 @@ def check_broadcast_backward(broadcast_backward, exercise: int = 2) -> Verdict:
             )
 
     return run_check(exercise, check, broadcast_backward)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "activation-elements-per-rank": Number(
+        "A model has n_layer = 24 blocks of width C = 2048. One tensor-parallel "
+        "step processes 4,096 tokens. How many million elements does each rank "
+        "put into all-reduces (forward and backward)?",
+        answer=4 * 24 * 4096 * 2048 / 1e6,
+        rel_tolerance=1e-3,
+        unit="million",
+        hint="Four all-reduces of (tokens, C) per block: two forward, two "
+        "backward.",
+        explanation="4 · 24 · 4,096 · 2,048 = 805.3 million elements.",
+    ),
+    "1f1b-in-flight": Number(
+        "A 1F1B pipeline has p = 8 stages and m = 32 micro-batches. How many "
+        "micro-batches' activations does stage 0 hold at most?",
+        answer=8,
+        hint="1F1B: stage s holds at most p - s micro-batches.",
+        explanation="p - 0 = 8 (GPipe would hold all 32). The bubble is "
+        "7/39, about 0.18, in both.",
+    ),
+}

@@ -8,6 +8,8 @@
 They run the reader's function on the graphs of `example_graphs`, including
 a chain 5,000 operations deep (deeper than Python's recursion limit).  Each
 prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,14 @@ from ..example_graphs import (
 )
 from ..scalar import Value, topological_order
 from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
+from .questions import Choice, Number
 
-__all__ = ["check_depth", "check_order_function", "check_readiness_backward"]
+__all__ = [
+    "check_depth",
+    "check_order_function",
+    "check_readiness_backward",
+    "SELF_CHECKS",
+]
 
 # (name, a function that builds the graph afresh) for every graph checked
 GRAPHS = [  # named as the messages show them to the reader
@@ -117,3 +125,36 @@ def check_readiness_backward(backward_fn, exercise: int = 3) -> Verdict:
                 )
 
     return run_check(exercise, check, backward_fn)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "backward-order": Choice(
+        "For c = a * b and e = c + d, which order can backward process the "
+        "nodes in?",
+        choices=[
+            "a, b, c, d, e",
+            "c, e, d, b, a",
+            "e, d, c, b, a",
+            "d, e, c, a, b",
+        ],
+        answer=2,
+        hint="A node may push its gradient only after every node that uses it "
+        "has pushed into it.",
+        explanation="e uses c and d, and c uses a and b: so e comes first, and c "
+        "before a and b. e, d, c, b, a is the reverse of a "
+        "topological order; the others process a node before one of "
+        "its users.",
+    ),
+    "uses-of-x": Number(
+        "z = (x * 2 + x) * x, with x a Value. In one backward pass, how many "
+        "contributions are added into x.grad?",
+        answer=3,
+        hint="Count the operations that take x as an input.",
+        explanation="x is an input of the first *, of the +, and of the last *: "
+        "three pushes, each added with +=, and x passes its gradient "
+        "on only after all three (it is a leaf, so nowhere).",
+    ),
+}

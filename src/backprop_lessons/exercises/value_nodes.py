@@ -6,6 +6,8 @@
 
 Each prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
 Gradients are compared with centered differences (`gradcheck`).
+
+`SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ from .checking import (
     require_filled,
     run_check,
 )
+from .questions import Number
 
-__all__ = ["check_softplus", "check_divide", "check_hand_gradients"]
+__all__ = [
+    "check_softplus",
+    "check_divide",
+    "check_hand_gradients",
+    "SELF_CHECKS",
+]
 
 
 def _close(a: float, b: float) -> bool:
@@ -117,3 +125,25 @@ def check_hand_gradients(answer, exercise: int = 3) -> Verdict:
             )
 
     return run_check(exercise, check, answer)
+
+
+# ---- self-checks -------------------------------------------------------------
+
+#: The chapter's self-check questions, shown by `widgets.self_check`.
+SELF_CHECKS = {
+    "relu-blocks-gradient": Number(
+        "For f = relu(a*b + d) at a = 2, b = -3, d = 3, what is ∂f/∂a?",
+        answer=0,
+        hint="Compute a*b + d first: which side of zero is it on?",
+        explanation="a*b + d = -3 < 0, so relu passes no gradient: ∂f/∂a = 0 "
+        "(and so are ∂f/∂b and ∂f/∂d).",
+    ),
+    "backward-twice": Number(
+        "x = Value(3.0); y = x * x; then y.backward() is called twice, with no "
+        "zero_grad in between. What is x.grad?",
+        answer=12,
+        hint="One backward gives dy/dx = 2x. What does the second call add to?",
+        explanation="Each backward adds 2x = 6 into x.grad: 6 + 6 = 12. Leaves "
+        "accumulate across calls, as in PyTorch.",
+    ),
+}

@@ -12,6 +12,9 @@ trait `index`, so Python can drive a live widget too.
     TopoSortStepper   the depth-first search that builds the order
     NumberCheck       a question with a numeric answer, checked in the browser
     ChoiceCheck       a multiple-choice question, checked in the browser
+    self_check        one of a chapter's self-checks, by name (the questions
+                      live in `exercises`, out of the reader's view)
+    reveal_source     the book's version of a function, in a closed box
 
 The self-checks work the same way: question, answer and feedback are in the
 widget's state and `selfcheck.js` judges the reader's answer on the page.
@@ -20,7 +23,8 @@ widget's state and `selfcheck.js` judges the reader's answer on the page.
 """
 
 from .backward import BackwardStepper, backward_frames
-from .selfcheck import ChoiceCheck, NumberCheck, SelfCheck, Verdict
+from .reveal import SourceReveal, reveal_source
+from .selfcheck import ChoiceCheck, NumberCheck, SelfCheck, Verdict, self_check
 from .toposort import TopoSortStepper, toposort_frames
 
 __all__ = [
@@ -32,4 +36,7 @@ __all__ = [
     "ChoiceCheck",
     "SelfCheck",
     "Verdict",
+    "self_check",
+    "SourceReveal",
+    "reveal_source",
 ]

@@ -84,6 +84,11 @@ function render({ model, el: host }) {
   const kind = model.get("kind");
   const root = el("div", "bl-check");
   root.dataset.kind = kind;
+  // JupyterLab's keyboard shortcuts (Enter enters a cell's edit mode, ...)
+  // would take the reader's keys before the form sees them: Enter would not
+  // submit an answer.  Lumino skips the shortcuts of any element inside one
+  // carrying this attribute.
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
   const form = el("form", "bl-check-form");
   form.noValidate = true;
 
@@ -184,6 +189,18 @@ function render({ model, el: host }) {
     show(result);
     if (result.status === "correct" || result.status === "wrong") save(text, result.status);
   });
+  // Enter in the number field checks the answer.  A browser submits the form
+  // on Enter by itself, but inside JupyterLab's notebook the keypress that
+  // would do it is taken (measured: the keydown arrives, no submit follows),
+  // so the field submits explicitly, and only once.
+  if (input) {
+    input.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" || event.isComposing) return;
+      event.preventDefault();
+      if (typeof form.requestSubmit === "function") form.requestSubmit();
+      else form.dispatchEvent(new Event("submit", { cancelable: true }));
+    });
+  }
   // Changing the answer clears an old verdict, so it never describes another answer.
   form.addEventListener("input", () => {
     if (root.dataset.status) {

@@ -3,6 +3,9 @@ kernel.
 
     NumberCheck   a question with a numeric answer, right within a tolerance
     ChoiceCheck   a multiple-choice question, with feedback per wrong choice
+    self_check    a chapter's question by name: `self_check(topic, key)`
+                  builds the widget of `exercises.<topic>.SELF_CHECKS[key]`,
+                  so the notebook cell holds no answer (exercises.questions)
 
 The question, the answer and the feedback live in the widget's state, and a
 small ES module (`selfcheck.js`, run by anywidget) checks what the reader
@@ -27,6 +30,7 @@ learning, not for grading.
 from __future__ import annotations
 
 import html
+import importlib
 import math
 import numbers
 import pathlib
@@ -37,7 +41,14 @@ from typing import NamedTuple
 import anywidget
 import traitlets
 
-__all__ = ["SelfCheck", "NumberCheck", "ChoiceCheck", "Verdict", "parse_number"]
+__all__ = [
+    "SelfCheck",
+    "NumberCheck",
+    "ChoiceCheck",
+    "Verdict",
+    "parse_number",
+    "self_check",
+]
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -331,3 +342,29 @@ class ChoiceCheck(SelfCheck):
 
     def __repr__(self) -> str:
         return f"ChoiceCheck({self._plain_question!r})"
+
+
+def self_check(topic: str, key: str) -> SelfCheck:
+    """The self-check `key` of a chapter: the widget of the question
+    `exercises.<topic>.SELF_CHECKS[key]` (`topic` is the chapter's exercises
+    module, "value_nodes", "gpt_layers", ...)."""
+    from ..exercises.questions import Question
+
+    _check_text("self_check", "topic", topic)
+    _check_text("self_check", "key", key)
+    try:
+        module = importlib.import_module(f"..exercises.{topic}", __package__)
+    except ModuleNotFoundError:
+        raise ValueError(
+            f"self_check: no exercises module {topic!r} (topics are the "
+            "modules of backprop_lessons.exercises, e.g. 'value_nodes')"
+        ) from None
+    table = getattr(module, "SELF_CHECKS", {})
+    if key not in table:
+        raise ValueError(
+            f"self_check: {topic!r} has no self-check {key!r}; its keys are "
+            f"{sorted(table)}"
+        )
+    question: Question = table[key]
+    widget = {"number": NumberCheck, "choice": ChoiceCheck}[question.kind]
+    return widget(*question.args, **question.kwargs)

@@ -44,6 +44,9 @@ function render({ model, el }) {
   el.replaceChildren();  // one view, one stepper: never append a second copy
   const root = div("bl-stepper");
   root.tabIndex = 0;
+  // Keys are the stepper's own (Enter or Space on a button, the arrows):
+  // JupyterLab's shortcuts skip elements inside one with this attribute.
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
 
   const head = div("bl-stepper-head");
   const title = document.createElement("span");
