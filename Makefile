@@ -37,14 +37,18 @@ book: $(STAMP)
 # root; it starts in notebooks/.  The notebooks are trusted first: stored
 # widgets (steppers, self-checks) render only in a trusted notebook, and a
 # fresh clone's are not (the signatures go to Jupyter's data folder, not
-# into the files).  As root (a container, a cloud VM) JupyterLab refuses to
-# start without --allow-root.  LAB_ARGS adds options (`make lab
-# LAB_ARGS=--no-browser`); tests/browser/test_jupyterlab.py starts it so.
+# into the files).  Its configuration (scripts/lab) saves the widgets' state
+# with a notebook and keeps what the outputs show, so a chapter run and
+# saved keeps working widgets and one saved unchanged stays unchanged.  As
+# root (a container, a cloud VM) JupyterLab refuses to start without
+# --allow-root.  LAB_ARGS adds options (`make lab LAB_ARGS=--no-browser`);
+# tests/browser/test_jupyterlab.py starts it so.
 LAB_ARGS ?=
 lab: $(STAMP) dot-ok
 	$(BIN)/jupyter trust $(NOTEBOOKS)
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
-	    $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
+	$(BIN)/jupyter lab --config=scripts/lab/jupyter_lab_config.py --ServerApp.root_dir=. \
+	    --LabApp.default_url=/lab/tree/notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
+	    $(LAB_ARGS)
 
 # Four lanes side by side after the lint, each suite's output printed whole
 # when it ends: the reader's lane builds the book strictly and drives Chromium

@@ -13,6 +13,11 @@ things differ, measured by saving chapters 2, 6, 8 and 12 in JupyterLab 4.6:
 - the kernel's name in `metadata.kernelspec.display_name` is the one of the
   kernel JupyterLab started, "Python 3 (ipykernel)".
 
+It also holds what `make lab`'s JupyterLab runs when it saves a notebook
+(`keep_widget_state`, scripts/lab/jupyter_lab_config.py): the widget state
+that the outputs still show is kept, so that the steppers and self-checks
+survive a reader's run and save, and an unchanged notebook saves unchanged.
+
     python scripts/lab_form.py notebooks/*.ipynb          rewrite in place
     python scripts/lab_form.py --check notebooks/*.ipynb  list those not so
 
@@ -25,10 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_MODEL_REF = re.compile(r"IPY_MODEL_([0-9a-f]+)")
 
 
 def _javascript_numbers(value):
@@ -51,11 +60,60 @@ def lab_form(nb: dict) -> dict:
             "outputs_hidden"
         ):
             meta["collapsed"] = True
+    keep_widget_state(nb, None)  # no model that no output shows
     meta = nb.get("metadata", {})
     if "widgets" in meta:
         meta["widgets"] = _javascript_numbers(meta["widgets"])
     if "kernelspec" in meta:
         meta["kernelspec"]["display_name"] = KERNEL_DISPLAY_NAME
+    return nb
+
+
+def _widget_block(nb: dict) -> dict:
+    return nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {})
+
+
+def keep_widget_state(nb: dict, stored: dict | None) -> dict:
+    """`nb` (about to be saved) with the state of exactly the widgets its
+    outputs show: each widget view's model and the models it refers to
+    (`IPY_MODEL_...`), taken from `nb`'s own state or else from the
+    `stored` file's.
+
+    JupyterLab's widget manager either saves no state (its default: the
+    outputs of a reader's run then name models the file does not hold, and
+    at the next open every self-check says "model not found") or, with
+    `saveState`, only the state of the widgets live in the kernel (saving at
+    open, before anything ran, would drop all the stored widgets).  With
+    `saveState` on and this hook, both cases keep what the page shows, and
+    models no output shows any more are dropped.
+    """
+    ours = dict(_widget_block(nb).get("state", {}))
+    theirs = _widget_block(stored or {}).get("state", {})
+    wanted = [
+        out["data"][WIDGET_VIEW]["model_id"]
+        for cell in nb.get("cells", [])
+        for out in cell.get("outputs", [])
+        if WIDGET_VIEW in out.get("data", {})
+    ]
+    state: dict = {}
+    while wanted:
+        model = wanted.pop()
+        entry = ours.get(model, theirs.get(model))
+        if model in state or entry is None:
+            continue
+        state[model] = entry
+        wanted += _MODEL_REF.findall(json.dumps(entry))
+    block = _widget_block(nb) or _widget_block(stored or {})
+    if not state and not block:
+        return nb
+    meta = nb.setdefault("metadata", {})
+    meta["widgets"] = {
+        WIDGET_STATE: {
+            "state": state,
+            "version_major": block.get("version_major", 2),
+            "version_minor": block.get("version_minor", 0),
+        }
+    }
     return nb
 
 

@@ -38,7 +38,7 @@ def run(check, answer, capsys):
     verdict = check(answer)
     printed = capsys.readouterr().out
     if verdict.correct and check is check_gpt_backward:
-        assert printed.startswith(f"{verdict}\nyour gradients vs PyTorch")
+        assert printed.startswith(f"{verdict}\nthe gradients vs PyTorch")
     else:
         assert printed == f"{verdict}\n"
     assert isinstance(verdict, Verdict)

@@ -408,3 +408,40 @@ def test_lab_form_writes_what_jupyterlab_writes():
         lab_form.dumps(state)
         == '{\n "x": 0,\n "y": [\n  150,\n  0.5\n ],\n "z": 2\n}\n'
     )
+
+
+def _view(model_id: str) -> dict:
+    return {
+        "output_type": "display_data",
+        "data": {lab_form.WIDGET_VIEW: {"model_id": model_id}},
+    }
+
+
+def _notebook(state: dict, *views: str) -> dict:
+    return {
+        "cells": [{"cell_type": "code", "outputs": [_view(v) for v in views]}],
+        "metadata": {
+            "widgets": {
+                lab_form.WIDGET_STATE: {
+                    "state": state,
+                    "version_major": 2,
+                    "version_minor": 0,
+                }
+            }
+        },
+    }
+
+
+def test_saving_keeps_the_widget_state_the_outputs_show():
+    """make lab's save hook: a run's new widgets are saved, stored ones still
+    shown are kept (JupyterLab sends none at open), the others go."""
+    stored = _notebook(
+        {"a": {"state": {"layout": "IPY_MODEL_b"}}, "b": {}, "c": {}}, "a", "c"
+    )
+    at_open = _notebook({}, "a", "c")  # saved unchanged, nothing live
+    kept = lab_form.keep_widget_state(at_open, stored)
+    assert kept == stored
+    after_run = _notebook({"d": {}, "e": {}}, "a", "d")  # cell 2 ran again
+    kept = lab_form.keep_widget_state(after_run, stored)
+    state = kept["metadata"]["widgets"][lab_form.WIDGET_STATE]["state"]
+    assert sorted(state) == ["a", "b", "d"]  # c and e are shown by nothing

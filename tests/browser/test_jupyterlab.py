@@ -18,6 +18,8 @@ their times, so `make` installs nothing).  Chromium then checks:
 - chapter 2 with its outputs cleared runs top to bottom: no cell fails, no
   widget says "Error displaying widget" or falls back to its text repr, the
   live steppers step, and every exercise's "Why" is closed until clicked;
+  saved, and opened again with a new kernel, its steppers still work (the
+  widget state is saved with it: scripts/lab);
 - no request leaves the machine.
 
 Every wait is on a state, with room for a loaded machine.  Screenshots go
@@ -26,6 +28,7 @@ to `_build/screenshots/jupyterlab_*.png`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -42,6 +45,12 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import DESKTOP, ROOT, SCREENSHOTS, WAIT_MS
+
+_spec = importlib.util.spec_from_file_location(
+    "lab_form", ROOT / "scripts" / "lab_form.py"
+)
+lab_form = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lab_form)
 
 pytestmark = pytest.mark.browser
 
@@ -437,6 +446,30 @@ def test_chapter2_runs_and_its_steppers_step_in_jupyterlab(browser, jupyterlab):
         first.locator("> summary").click()
         expect(first.locator("> p").first).to_be_visible(timeout=WAIT_MS)
         first.screenshot(path=str(_shot("jupyterlab_why_open")))
+
+        # Saved and opened again with a new kernel (nothing of the run is
+        # live any more), the widgets come from the state saved with the
+        # notebook: a reader's run keeps working steppers.
+        page.evaluate(
+            "async () => { await window.jupyterapp.commands.execute("
+            "'docmanager:save'); await "
+            f"{NOTEBOOK_JS}.sessionContext.shutdown(); }}"
+        )
+        saved = nbformat.read(repo / LIVE / NOTEBOOK.name, as_version=4)
+        state = saved.metadata["widgets"][lab_form.WIDGET_STATE]["state"]
+        assert len(state) >= 2 * STEPPERS, "the run's widgets were not saved"
+        page.reload(wait_until="domcontentloaded")
+        page.wait_for_function(
+            OPENED, arg=f"{LIVE}/{NOTEBOOK.name}", timeout=START_S * 1000
+        )
+        steppers = page.locator(NOTEBOOK_IN_FRONT).locator(".bl-stepper")
+        expect(steppers).to_have_count(STEPPERS, timeout=WAIT_MS)
+        again = steppers.nth(1)
+        again.scroll_into_view_if_needed()
+        at = int(_frame(again)["index"])  # where the run left it, saved
+        _step(again, "next", str(at + 1))
+        text = page.locator(NOTEBOOK_IN_FRONT).inner_text()
+        assert "Error displaying widget" not in text
         assert not external, f"requests to other hosts: {external}"
     finally:
         context.close()

@@ -1031,7 +1031,7 @@ def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
                 wrong.append((name, block, error))
         if not wrong:
             return CheckTable(
-                "your gradients vs PyTorch's autograd (float64)",
+                "the gradients vs PyTorch's autograd (float64)",
                 [compare_arrays(n, grads[n], right[n], GPT_TOL) for n in params],
             )
         name, block, error = wrong[0]

@@ -171,14 +171,21 @@ def check_mlp_intermediates(grads, model, X, Y, exercise: int = 1) -> Verdict:
                 )
             )
             if not ok and first_wrong is None:
+                above = (
+                    "the ones you wrote above it are right, so look at its "
+                    "own line"
+                    if any(
+                        n in written for n in list(INTERMEDIATES)[: len(rows) - 1]
+                    )
+                    else "look at its line"
+                )
                 first_wrong = (
                     f"{name} is the first that differs from PyTorch's: "
                     f"largest difference {text} (relative to its largest "
-                    "entry); the ones you wrote above it are right, so look "
-                    "at its own line"
+                    f"entry); {above}"
                 )
         head = _intermediate_row("name", "shape", "max diff", "close")
-        print("your gradients vs PyTorch's retained .grad (float64)")
+        print("the gradients vs PyTorch's retained .grad (float64)")
         print("\n".join([head, "-" * len(head), *rows]))
         if first_wrong:
             raise NotYet(first_wrong)

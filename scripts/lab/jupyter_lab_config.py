@@ -1,0 +1,37 @@
+"""JupyterLab's configuration for `make lab` (`jupyter lab --config=...`).
+
+- Widget state is saved with the notebook (`overrides.json` beside this file
+  turns on the widget manager's `saveState`), and a hook run before every
+  save keeps the state of exactly the widgets the outputs show
+  (`lab_form.keep_widget_state`): a reader who runs a chapter and saves it
+  finds its steppers and self-checks working at the next open, and a
+  chapter saved unchanged stays byte for byte as stored.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # scripts/, for lab_form
+
+import lab_form  # noqa: E402
+
+
+def keep_widget_state(model, path, contents_manager, **kwargs):
+    """FileContentsManager.pre_save_hook: see lab_form.keep_widget_state."""
+    if model.get("type") != "notebook" or not isinstance(
+        model.get("content"), dict
+    ):
+        return
+    on_disk = Path(contents_manager.root_dir) / path
+    try:
+        stored = json.loads(on_disk.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    lab_form.keep_widget_state(model["content"], stored)
+
+
+c = get_config()  # noqa: F821 (Jupyter's configuration loader defines it)
+c.FileContentsManager.pre_save_hook = keep_widget_state
+c.LabApp.app_settings_dir = str(HERE)  # overrides.json
