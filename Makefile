@@ -23,7 +23,7 @@ export HF_HUB_OFFLINE := 1
 # says when it can count only the processes the suite waited for.
 TIMED = scripts/timed.sh $@
 
-.PHONY: book lab test reader-suites computed-suites process-suites lint unit multiprocess package nbval \
+.PHONY: book lab test check chapter reader-suites computed-suites process-suites lint unit multiprocess package nbval \
         nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor \
         clean distclean python-ok dot-ok chromium-ok
 
@@ -81,7 +81,7 @@ test: lint dot-ok chromium-ok
 # changes a result: OpenBLAS splits a matmul by blocks of its output, so each
 # element sums in the same order, and the profiles below check the stored
 # outputs with one thread of every library anyway.
-SUITES := test reader-suites computed-suites process-suites unit multiprocess package nbval \
+SUITES := test check chapter reader-suites computed-suites process-suites unit multiprocess package nbval \
           nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser
 $(SUITES): export OMP_WAIT_POLICY := PASSIVE
 $(SUITES): export OPENBLAS_NUM_THREADS := 1
@@ -190,6 +190,30 @@ book-strict: $(STAMP)
 # with a core idle for its final minute: 676 s against 655.)
 browser: $(STAMP) chromium-ok
 	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q -n 2 --dist loadgroup
+
+# The inner loop while working on one chapter, in minutes: `make check`
+# (lint and the unit tests) and `make chapter CH=06` (re-execute chapter 06,
+# store it as JupyterLab saves it, check its outputs with nbval as make test
+# does, then run the tests of the package modules it imports and of its
+# conventions; scripts/chapter.py finds them).  make test stays the gate.
+check: lint unit
+
+CH ?=
+chapter: $(STAMP) dot-ok
+	@nb=$$($(BIN)/python scripts/chapter.py notebook "$(CH)") && \
+	  tests=$$($(BIN)/python scripts/chapter.py tests "$(CH)") && \
+	  stem=$$(basename $$nb .ipynb) && \
+	  serial=$$(for t in $$tests; do case " $(MULTIPROCESS_TESTS) " in *" $$t "*) echo $$t;; esac; done) && \
+	  parallel=$$(for t in $$tests; do case " $(MULTIPROCESS_TESTS) " in *" $$t "*) ;; *) echo $$t;; esac; done) && \
+	  echo "make chapter: $$nb" && \
+	  (cd notebooks && ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	     --ExecutePreprocessor.record_timing=False $$(basename $$nb)) && \
+	  $(BIN)/python scripts/lab_form.py $$nb && \
+	  $(TIMED) $(PROFILE_AVX2) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -q $$nb && \
+	  $(BIN)/pytest -q -n 2 -m "not full_size" $$parallel && \
+	  $(BIN)/pytest -q -n 2 tests/test_notebooks.py tests/test_live_workbench.py \
+	    tests/test_show_targets.py -k "$$stem" && \
+	  { [ -z "$$serial" ] || $(BIN)/pytest -q -p no:xdist $$serial; }
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
 # outputs (and widget state) - run after changing a chapter or the package -

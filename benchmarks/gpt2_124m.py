@@ -227,10 +227,7 @@ def validate_float32(model, steps, state) -> dict:
         for key, suffix in (("grads", ""), ("grads unfused", " (unfused)"))
         for k, g in state[key].items()
     }
-    loss_error = max(
-        abs(x - losses["transformers"]) / losses["transformers"]
-        for x in losses.values()
-    )
+    loss_error = max(rel_diff(x, losses["transformers"]) for x in losses.values())
     ok = loss_error <= tol["loss"] and all(
         e <= tol.get(k.split()[0], tol["default"]) for k, e in grad_errors.items()
     )

@@ -234,7 +234,7 @@ def validate(side: str, dtype: str, batch: int, seq_len: int) -> dict:
         "dtype": dtype,
         "batch": batch,
         "seq_len": seq_len,
-        "loss_rel_diff": abs(np_loss - t_loss) / abs(t_loss),
+        "loss_rel_diff": rel_diff(np_loss, t_loss),
         "grad_max_rel_diff": max(grad_errors.values()),
         "param_max_rel_diff": max(param_errors.values()),
         "param_max_abs_diff_over_lr": param_abs_diff / ADAMW["lr"],

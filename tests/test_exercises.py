@@ -14,7 +14,6 @@ from backprop_lessons.exercises import (
     backprop_at_scale,
     debugging_backward,
     forward_vs_reverse,
-    gpt_backward,
     higher_order,
     matmul_vjp,
     mlp_by_hand,
@@ -36,9 +35,9 @@ from backprop_lessons.numerics import one_hot
 from backprop_lessons.scalar import Value, float_sigmoid, topological_order
 
 
-def run(check, *answers, capsys):
+def run(check, *answers, capsys, exercise: int = 1):
     """The verdict of check(*answers) and the one line it printed."""
-    verdict = check(*answers)
+    verdict = check(*answers, exercise=exercise)
     printed = capsys.readouterr().out
     assert printed == f"{verdict}\n"
     assert isinstance(verdict, Verdict)
@@ -135,7 +134,7 @@ def test_yours_or_the_solution_says_which_it_uses(capsys):
         return G @ W.T, X.T @ G
 
     chosen = yours_or_the_solution(
-        matmul_vjp, matmul_vjp_solution, matmul_vjp_check
+        matmul_vjp, matmul_vjp_solution, matmul_vjp_check, exercise=1
     )
     assert chosen is matmul_vjp_solution
     assert capsys.readouterr().out == (
@@ -143,7 +142,7 @@ def test_yours_or_the_solution_says_which_it_uses(capsys):
         "matmul_vjp passes exercise 1 (now: not attempted yet).\n"
     )
     chosen = yours_or_the_solution(
-        matmul_vjp_solution, matmul_vjp, matmul_vjp_check
+        matmul_vjp_solution, matmul_vjp, matmul_vjp_check, exercise=1
     )
     assert chosen is matmul_vjp_solution
     assert capsys.readouterr().out == (
@@ -176,7 +175,7 @@ def overflowing_softplus(v):
 
 
 def test_softplus_must_not_overflow(capsys):
-    verdict = value_nodes.check_softplus(overflowing_softplus)
+    verdict = value_nodes.check_softplus(overflowing_softplus, exercise=1)
     assert verdict.status == "not yet"
     assert "OverflowError" in capsys.readouterr().out
 
@@ -583,7 +582,7 @@ def test_mlp_intermediates_check(bug, hint, capsys):
     right, wrong = intermediates(model, Y), intermediates(model, Y, bug)
 
     def verdict(grads):
-        v = check(grads, model, X, y)  # integer labels work too
+        v = check(grads, model, X, y, exercise=1)  # integer labels work too
         printed = capsys.readouterr().out
         assert printed.endswith(f"{v}\n")
         return v, printed
@@ -604,82 +603,7 @@ def test_mlp_intermediates_check(bug, hint, capsys):
     assert_verdict(v, "not yet", "dH1 has shape not an array")
     assert v.exercise == 1
     with pytest.raises(TypeError, match="model must be a ThreeLayerMLP"):
-        check(right, None, X, y)
-
-
-# ---- GPT backward --------------------------------------------------------------
-
-
-def layernorm_backward(dinp, dweight, dbias, dout, cache, full=True):
-    inp, weight, mean, rstd = cache
-    xhat = (inp - mean) * rstd
-    dbias += dout.sum(axis=(0, 1))
-    dweight += (dout * xhat).sum(axis=(0, 1))
-    g = dout * weight
-    through_mean = g.mean(axis=-1, keepdims=True) if full else 0
-    dinp += rstd * (
-        g - through_mean - xhat * (g * xhat).mean(axis=-1, keepdims=True)
-    )
-
-
-def count(c):
-    C = c.n_embd
-    return (
-        c.vocab_size * C
-        + c.block_size * C
-        + c.n_layer * (12 * C * C + 13 * C)
-        + 2 * C
-    )
-
-
-def test_gpt_backward_checks(capsys):
-    check = gpt_backward.check_layernorm_backward
-    assert run(check, layernorm_backward, capsys=capsys).correct
-    buggy = run(
-        check, lambda *a: layernorm_backward(*a, full=False), capsys=capsys
-    )
-    assert_verdict(buggy, "not yet", "dinp is wrong")
-    assert_verdict(buggy, "not yet", "lacks the - mean(g) term")
-    assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
-
-    check = gpt_backward.check_parameter_count
-    assert run(check, count, capsys=capsys).correct
-    assert_verdict(
-        run(check, lambda c: count(c) - 2 * c.n_embd, capsys=capsys), "not yet"
-    )
-    assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
-
-
-def test_gpt_wte_parts_check(capsys):
-    from backprop_lessons.gpt import (
-        GPTConfig,
-        gpt_forward,
-        init_params,
-        layers,
-    )
-    from backprop_lessons.gpt import (
-        gpt_backward as backward,
-    )
-
-    config = GPTConfig(vocab_size=9, block_size=6, n_layer=1, n_head=2, n_embd=8)
-    rng = np.random.default_rng(0)
-    params = init_params(config, seed=1, dtype=np.float64)
-    idx = rng.integers(0, 9, size=(2, 6))
-    targets = rng.integers(0, 9, size=(2, 6))
-    _, cache = gpt_forward(params, config, idx, targets)
-    dlogits = np.zeros((2, 6, 9))
-    layers.crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
-    head = np.zeros_like(params["wte"])
-    layers.matmul_backward(None, head, None, dlogits, cache["lm_head"])
-    embedding = backward(params, config, cache)["wte"] - head
-    args = (params, config, idx, targets)
-    check = gpt_backward.check_wte_parts
-    assert run(check, head, embedding, *args, capsys=capsys).correct
-    wrong = run(check, embedding, head, *args, capsys=capsys)
-    assert_verdict(wrong, "not yet", "head_part differs from PyTorch's")
-    assert_verdict(
-        run(check, ..., ..., *args, capsys=capsys), "not attempted yet"
-    )
+        check(right, None, X, y, exercise=1)
 
 
 # ---- debugging a backward ------------------------------------------------------
@@ -905,3 +829,47 @@ def test_higher_order_clipping_check(capsys):
         "over all parameters",
     )
     assert_verdict(run(check, stub_raising, capsys=capsys), "not attempted yet")
+
+
+# ---- one protocol for every check ----------------------------------------------
+
+
+def _every_check():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import backprop_lessons.exercises as exercises
+
+    for info in pkgutil.iter_modules(exercises.__path__):
+        module = importlib.import_module(f"{exercises.__name__}.{info.name}")
+        for name, fn in vars(module).items():
+            if name.startswith("check_") and inspect.getmodule(fn) is module:
+                yield f"{info.name}.{name}", fn
+
+
+CHECKS = dict(_every_check())
+
+
+def test_there_is_one_protocol_for_every_check():
+    assert len(CHECKS) >= 39
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_every_check_takes_its_number_and_returns_a_verdict(name, capsys):
+    """The notebook owns the exercise number (a required keyword), and any
+    answer, a stub here, gets a `Verdict` back, printed as such."""
+    import inspect
+
+    check = CHECKS[name]
+    params = inspect.signature(check).parameters
+    assert params["exercise"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["exercise"].default is inspect.Parameter.empty
+    answers = [p for p in params.values() if p.default is inspect.Parameter.empty]
+    if len(answers) != 2:  # the answer and exercise; the others take data too
+        pytest.skip(f"{name} takes {len(answers) - 1} arguments besides exercise")
+    verdict = check(stub_raising, exercise=9)
+    assert isinstance(verdict, Verdict)
+    assert verdict.exercise == 9
+    assert verdict.status in ("not attempted yet", "not yet")
+    assert capsys.readouterr().out == f"{verdict}\n"

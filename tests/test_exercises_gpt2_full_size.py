@@ -8,13 +8,24 @@ import numpy as np
 import pytest
 
 from backprop_lessons.exercises import gpt2_full_size as ex
+from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt.hf_checkpoint import CONV1D_PARAMETERS
 from backprop_lessons.gpt.model import PARAMETER_TABLE
 
 
 def verdict(capsys, check, fn) -> str:
-    assert check(fn) is None
-    return capsys.readouterr().out.strip()
+    """What the check printed, which is its Verdict (the book's protocol)."""
+    result = check(fn, exercise=EXERCISES[check.__name__])
+    printed = capsys.readouterr().out.strip()
+    assert isinstance(result, Verdict) and printed == str(result)
+    return printed
+
+
+EXERCISES = {
+    "check_parameter_count": 1,
+    "check_attention_crossover": 2,
+    "check_to_hf_state_dict": 3,
+}
 
 
 def stub_raises(*args):

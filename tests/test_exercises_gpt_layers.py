@@ -24,7 +24,6 @@ from backprop_lessons.exercises import (
     check_layernorm_backward,
     check_matmul_backward,
 )
-from backprop_lessons.exercises import gpt_backward as chapter6
 from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
 from backprop_lessons.gpt.model import gpt_backward
@@ -35,7 +34,7 @@ torch = pytest.importorskip("torch")
 def run(check, answer, capsys):
     """The verdict of check(answer), which printed exactly its verdict (and,
     when the capstone passes, its table after it)."""
-    verdict = check(answer)
+    verdict = check(answer, exercise=1)
     printed = capsys.readouterr().out
     if verdict.correct and check is check_gpt_backward:
         assert printed.startswith(f"{verdict}\nthe gradients vs PyTorch")
@@ -156,7 +155,7 @@ def _shapes_seen(check, backward) -> list[tuple]:
         seen.append((bt, tuple(a.shape for a in arrays)))
         backward(*args)
 
-    verdict = check(spy)
+    verdict = check(spy, exercise=1)
     assert verdict.correct, str(verdict)
     return seen
 
@@ -177,14 +176,14 @@ def test_each_layer_check_runs_three_shape_sets_one_with_a_single_b_or_t(
         assert any(a != b for a, b in weights), weights
 
 
-def test_the_default_exercise_numbers_and_the_old_import(capsys):
-    numbers = [run(c, CHECKS[c], capsys).exercise for c in list(CHECKS)[:6]]
-    assert numbers == [1, 2, 3, 4, 5, 6]
-    # chapter 6 imports the layernorm check from its own module
-    assert chapter6.check_layernorm_backward is check_layernorm_backward
+def test_the_notebook_owns_the_exercise_number(capsys):
+    """A check takes the number its chapter gives the exercise, and has none
+    of its own (two copies of it disagreed once)."""
     verdict = check_layernorm_backward(layers.layernorm_backward, exercise=4)
     assert str(verdict) == "Exercise 4: correct"
     capsys.readouterr()
+    with pytest.raises(TypeError, match="exercise"):
+        check_layernorm_backward(layers.layernorm_backward)
 
 
 def test_a_backward_that_returns_its_gradient_is_told_to_add(capsys):
@@ -704,9 +703,9 @@ def test_a_stub_is_named_as_the_reader_named_it():
     def my_gelu_backward(dinp, dout, cache):
         raise NotImplementedError
 
-    verdict = check_gelu_backward(my_gelu_backward)
+    verdict = check_gelu_backward(my_gelu_backward, exercise=1)
     assert str(verdict).endswith("write my_gelu_backward(dinp, dout, cache)")
-    unnamed = check_gelu_backward(lambda dinp, dout, cache: ...)
+    unnamed = check_gelu_backward(lambda dinp, dout, cache: ..., exercise=1)
     assert str(unnamed).endswith("write your function(dinp, dout, cache)")
 
 
@@ -719,7 +718,7 @@ def test_indexing_every_target_at_every_position_is_named():
         dlogits += d * dloss / (B * T)
 
     verdict = check_crossentropy_softmax_backward(
-        my_crossentropy_softmax_backward
+        my_crossentropy_softmax_backward, exercise=1
     )
     assert verdict.status != "correct"
     assert "np.arange(B)[:, None], np.arange(T), targets" in str(verdict), str(

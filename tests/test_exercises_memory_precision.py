@@ -38,16 +38,16 @@ def stub(*args):
 
 
 def test_merge_check(capsys):
-    assert check_merge(merge).correct
-    verdict = check_merge(merge_unscaled)
+    assert check_merge(merge, exercise=1).correct
+    verdict = check_merge(merge_unscaled, exercise=1)
     assert verdict.status == "not yet" and "rescale" in verdict.hint
-    assert not check_merge(stub).attempted
+    assert not check_merge(stub, exercise=1).attempted
     assert "Exercise 1: not attempted yet" in capsys.readouterr().out
 
 
 def test_unscale_or_skip_check(capsys):
-    assert check_unscale_or_skip(unscale_or_skip).correct
-    verdict = check_unscale_or_skip(never_skips)
+    assert check_unscale_or_skip(unscale_or_skip, exercise=2).correct
+    verdict = check_unscale_or_skip(never_skips, exercise=2)
     assert verdict.status == "not yet" and "skip" in verdict.hint
-    assert not check_unscale_or_skip(stub).attempted
+    assert not check_unscale_or_skip(stub, exercise=2).attempted
     assert "Exercise 2: not attempted yet" in capsys.readouterr().out

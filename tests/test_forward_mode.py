@@ -9,6 +9,7 @@ PyTorch (float64).
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -29,6 +30,7 @@ from backprop_lessons.forward_mode import (
     jvp_rules,
     vjp,
 )
+from backprop_lessons.gradcheck import relative_error
 from backprop_lessons.scalar import Value, topological_order
 
 EXACT_TOL = 1e-12  # forward vs reverse vs torch: both exact up to rounding
@@ -43,14 +45,17 @@ TORCH = SimpleNamespace(
 )
 
 
-def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
-    return abs(a - b) / max(abs(a), abs(b), floor)
+rel_err = functools.partial(relative_error, floor=1e-6)
 
 
 def max_rel_err(A, B, floor: float = 1e-6) -> float:
+    """The largest relative error of any one entry (stricter than one error
+    over the whole matrix)."""
     assert len(A) == len(B) and all(len(a) == len(b) for a, b in zip(A, B))
     return max(
-        rel_err(a, b, floor) for ra, rb in zip(A, B) for a, b in zip(ra, rb)
+        relative_error(a, b, floor)
+        for ra, rb in zip(A, B)
+        for a, b in zip(ra, rb)
     )
 
 
@@ -462,7 +467,8 @@ def test_rules_are_pure_functions_that_never_count():
                 lambda xs: xs[0], [1.0], scheme="backward"
             ),
             ValueError,
-            r"scheme must be 'centered' or 'one-sided', got 'backward'",
+            r"numerical_gradient: scheme must be one of \('centered', "
+            r"'one-sided'\), got 'backward'",
         ),
         (
             lambda: finite_difference_jacobian(lambda xs: xs[0], [1.0], eps=0),

@@ -14,6 +14,7 @@ import pytest
 
 from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_params
 from backprop_lessons.gpt.train import AdamW
+from backprop_lessons.gradcheck import relative_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from gpt_tuned import TunedGPT
@@ -21,8 +22,7 @@ from gpt_tuned import TunedGPT
 ADAMW = {"lr": 1e-2, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
 
 
-def _relative(a, b) -> float:
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+_relative = relative_error
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from backprop_lessons.gpt.hf_checkpoint import (
     format_against_tolerance,
     hub_is_reachable,
 )
+from backprop_lessons.gradcheck import relative_error
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -134,10 +135,6 @@ def transformers_gradients(model, idx, targets):
         else:
             grads[name] = grad(key)
     return loss.item(), logits.detach().numpy(), grads
-
-
-def relative_error(a, b):
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
 # ---- round trips --------------------------------------------------------------

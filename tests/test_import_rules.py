@@ -30,6 +30,8 @@ ENGINES = [
     "microgpt/measure.py",
     "microgpt/numpy_twin.py",
     "numerics.py",
+    "validate.py",
+    "graph_order.py",
     "example_graphs.py",
     "graph_stats.py",
     "jacobian_chain.py",
@@ -101,3 +103,68 @@ def test_gpt_never_imports_microgpt():
         assert not any("microgpt" in module.split(".") for module in found), (
             f"gpt/{path.name} imports microgpt"
         )
+
+
+# ---- what importing an engine loads, followed through every import -----------
+# The source check above reads one file; this one imports each engine in a
+# fresh interpreter and lists every module of the package that came along
+# (the package's own `__init__`s included).  An engine loads only the shared
+# helpers and the engines it is built on (ARCHITECTURE.md, "The package in
+# layers"), never torch or a drawing or widget library.
+
+HELPERS = {"validate", "numerics", "graph_order"}
+LOADS = {
+    "validate": set(),
+    "numerics": {"validate"},
+    "graph_order": set(),
+    "scalar": HELPERS,
+    "tensor": HELPERS,
+    "mlp3": HELPERS,
+    "deep_mlp": HELPERS,
+    "scalar_nn": HELPERS | {"scalar"},
+    # Duals mix with Values (chapter 3 counts both modes on them), and
+    # gradcheck's numerical_gradient is the one finite-difference routine
+    "forward_mode": HELPERS | {"scalar", "gradcheck"},
+    "higher_order": HELPERS | {"scalar", "gradcheck", "forward_mode"},
+    "linearize": HELPERS | {"scalar", "gradcheck", "forward_mode"},
+    # gpt/__init__ loads the model; the checkpoint loader waits until used
+    "gpt.layers": HELPERS | {"gpt", "gpt.model"},
+    "gpt.model": HELPERS | {"gpt", "gpt.layers"},
+    "microgpt.model": HELPERS | {"microgpt", "scalar", "data", "data.*"},
+}
+THIRD_PARTY = sorted(FORBIDDEN | {"scipy", "pygments", "yaml", "safetensors"})
+_LOADED = """
+import json, sys
+import backprop_lessons.{name}
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(LOADS))
+def test_importing_an_engine_loads_only_what_it_is_built_on(name):
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(name=name)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    loaded = json.loads(out)
+    own = {
+        m.removeprefix("backprop_lessons.")
+        for m in loaded
+        if m.startswith("backprop_lessons.")
+    } - {name}
+    allowed = LOADS[name]
+    extra = sorted(
+        m
+        for m in own
+        if m not in allowed
+        and not any(a.endswith(".*") and m.startswith(a[:-1]) for a in allowed)
+    )
+    assert not extra, f"importing {name} loads {extra}"
+    foreign = [m for m in THIRD_PARTY if m in loaded]
+    assert not foreign, f"importing {name} loads {foreign}"

@@ -133,7 +133,9 @@ def test_bad_arguments_are_named():
         linearize(3, [1.0])
     with pytest.raises(ValueError, match="linearize: primals"):
         linearize(lambda x: x, [])
-    with pytest.raises(TypeError, match="transpose: expected a LinearProgram"):
+    with pytest.raises(
+        TypeError, match="transpose: program must be a LinearProgram"
+    ):
         transpose(lambda u: u)
     _, program = linearize(lambda x: x[0] * x[1], [1.0, 2.0])
     with pytest.raises(ValueError, match="2 tangents expected, got 1"):

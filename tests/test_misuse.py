@@ -19,10 +19,10 @@ from backprop_lessons.gpt.model import GPTConfig, init_params
 from backprop_lessons.gpt.train import get_batch, sample
 from backprop_lessons.microgpt import NameVocab
 from backprop_lessons.mlp3 import ThreeLayerMLP, accuracy, train
-from backprop_lessons.numerics import class_labels, real_number, token_ids
 from backprop_lessons.scalar import Value, topological_order
 from backprop_lessons.scalar_nn import MLP, Layer, Neuron
 from backprop_lessons.tensor import Tensor, cross_entropy, softmax
+from backprop_lessons.validate import class_labels, real_number, token_ids
 from value_pickling import shallow_copy  # also registers Value's pickling
 
 # ---- Tensor ------------------------------------------------------------------

@@ -447,24 +447,30 @@ def test_exercise_checks_tell_stub_wrong_and_right_apart():
     def stub(ws, *args):
         raise NotImplementedError
 
-    assert E.check_all_gather_backward(stub).status == "not attempted yet"
+    assert (
+        E.check_all_gather_backward(stub, exercise=1).status
+        == "not attempted yet"
+    )
     own_block = E.check_all_gather_backward(
-        lambda ws: [w[: len(w) // len(ws)] for w in ws]
+        lambda ws: [w[: len(w) // len(ws)] for w in ws], exercise=1
     )
     assert own_block.status == "not yet" and "dot-product" in own_block.hint
     assert E.check_all_gather_backward(
-        lambda ws: list(np.split(np.sum(ws, axis=0), len(ws)))
+        lambda ws: list(np.split(np.sum(ws, axis=0), len(ws))), exercise=1
     ).correct
-    assert E.check_broadcast_backward(stub).status == "not attempted yet"
+    assert (
+        E.check_broadcast_backward(stub, exercise=1).status == "not attempted yet"
+    )
     everyone = E.check_broadcast_backward(
-        lambda ws, src: [np.sum(ws, axis=0) for _ in ws]
+        lambda ws, src: [np.sum(ws, axis=0) for _ in ws], exercise=1
     )
     assert everyone.status == "not yet"
     assert E.check_broadcast_backward(
         lambda ws, src: [
             np.sum(ws, axis=0) if r == src else np.zeros_like(w)
             for r, w in enumerate(ws)
-        ]
+        ],
+        exercise=1,
     ).correct
-    short = E.check_broadcast_backward(lambda ws, src: ws[:1])
+    short = E.check_broadcast_backward(lambda ws, src: ws[:1], exercise=1)
     assert short.status == "not yet" and "one array per rank" in short.hint

@@ -233,7 +233,7 @@ def test_unchecked_outputs_say_why(path):
     )
 
 
-# ---- one markdown for three renderers (STYLE.md) ----
+# ---- one markdown for three renderers (CONTRIBUTING.md) ----
 # JupyterLab and Colab render notebook markdown as CommonMark plus HTML: MyST
 # syntax shows there as raw text (a dropdown's explanation in the open).
 # scripts/commonmark_notebooks.py rewrites the old markup; the book's

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from backprop_lessons.gpt.layers import rmsnorm_backward, rmsnorm_forward
+from backprop_lessons.gradcheck import numerical_gradient, relative_error
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -15,9 +16,7 @@ F = torch.nn.functional
 SHAPES = [(2, 3, 8), (1, 5, 16), (4, 1, 3), (7, 16)]
 
 
-def rel_err(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+rel_err = relative_error
 
 
 def make_inputs(shape, with_weight, seed=0):
@@ -68,21 +67,10 @@ def test_matches_centered_differences(with_weight):
     def loss(x_, w_):
         return float((rmsnorm_forward(x_, w_)[0] * dout).sum())
 
-    eps = 1e-6
-    num_dx = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        num_dx[i] = (loss(xp, weight) - loss(xm, weight)) / (2 * eps)
+    num_dx = numerical_gradient(lambda x_: loss(x_, weight), x.copy())
     assert rel_err(dx, num_dx) < 1e-8
     if with_weight:
-        num_dw = np.zeros_like(weight)
-        for i in range(weight.size):
-            wp, wm = weight.copy(), weight.copy()
-            wp[i] += eps
-            wm[i] -= eps
-            num_dw[i] = (loss(x, wp) - loss(x, wm)) / (2 * eps)
+        num_dw = numerical_gradient(lambda w_: loss(x, w_), weight.copy())
         assert rel_err(dw, num_dw) < 1e-8
 
 

@@ -7,6 +7,7 @@ is then one line in `OPERATIONS`.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -15,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from backprop_lessons.gradcheck import relative_error
 from backprop_lessons.scalar import Value, topological_order, zero_grad
 from strategies import OPERATIONS as OPERATIONS_IN_GRAPHS
 from strategies import (
@@ -30,11 +32,8 @@ FORWARD_TOL = 1e-13
 GRAD_TOL = 1e-12
 
 
-def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
-    """|a - b| / max(|a|, |b|, floor): relative, but absolute near zero."""
-    if a == b:  # also inf == inf
-        return 0.0
-    return abs(a - b) / max(abs(a), abs(b), floor)
+#: |a - b| / max(|a|, |b|, floor): relative, but absolute near zero
+rel_err = functools.partial(relative_error, floor=1e-6)
 
 
 def torch_reference(fn, xs):
@@ -207,12 +206,12 @@ def test_random_expression_graphs_match_torch():
         expected, expected_grads = torch_reference(
             lambda *ts: evaluate_graph(graph, list(ts)), graph.inputs
         )
-        assert rel_err(out.data, expected, GRAPH_FLOOR) < GRAD_TOL, (
+        assert relative_error(out.data, expected, GRAPH_FLOOR) < GRAD_TOL, (
             out.data,
             expected,
         )
         for k, (v, g) in enumerate(zip(values, expected_grads)):
-            assert rel_err(v.grad, g, GRAPH_FLOOR) < GRAD_TOL, (
+            assert relative_error(v.grad, g, GRAPH_FLOOR) < GRAD_TOL, (
                 f"input {k}: ours {v.grad!r}, torch {g!r}"
             )
         checked.append(graph)

@@ -6,12 +6,14 @@ computes the same loss there, and compares every parameter's gradient.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
 import pytest
 import torch
 
+from backprop_lessons.gradcheck import relative_error
 from backprop_lessons.scalar import Value
 from backprop_lessons.scalar_nn import MLP, Layer, Neuron
 
@@ -62,8 +64,7 @@ def torch_mlp_loss(model: MLP, batch):
     return loss, [(W, b) for W, b, _ in params]
 
 
-def rel_err(a: float, b: float, floor: float = 1e-6) -> float:
-    return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b), floor)
+rel_err = functools.partial(relative_error, floor=1e-6)
 
 
 @pytest.mark.parametrize("nonlin", ["tanh", "relu", "sigmoid"])

@@ -51,7 +51,7 @@ def test_plain_text_repr_is_title_then_source():
     shown = show_source(topological_order)
     assert (
         repr(shown)
-        == f"# backprop_lessons.scalar.topological_order\n{shown.text}"
+        == f"# backprop_lessons.graph_order.topological_order\n{shown.text}"
     )
     assert "0x" not in repr(shown)
 

@@ -29,13 +29,41 @@ def test_the_private_apis_are_still_there():
     )
 
 
+def _private_imports(source: str) -> list[str]:
+    """The private torch modules a file imports: a part of the dotted name
+    after `torch` starts with an underscore (torch._C, torch.utils._pytree)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return [
+        n
+        for n in names
+        if n.split(".")[0] == "torch"
+        and any(part.startswith("_") for part in n.split(".")[1:])
+    ]
+
+
 def test_only_torch_private_calls_private_apis():
     callers = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if any(name in path.read_text() for name in PRIVATE)
+        or _private_imports(path.read_text())
     )
     assert callers == ["torch_private.py"]
+
+
+def test_the_check_sees_private_modules():
+    assert _private_imports("from torch.utils._python_dispatch import X") == [
+        "torch.utils._python_dispatch"
+    ]
+    assert _private_imports("import torch._C._profiler as p") == [
+        "torch._C._profiler"
+    ]
+    assert not _private_imports("from torch.autograd.profiler import profile")
 
 
 def test_the_adapter_reads_allocations():

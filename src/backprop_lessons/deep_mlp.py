@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import log_softmax, one_hot, positive_int, sigmoid
+from .numerics import log_softmax, one_hot, sigmoid
+from .validate import one_of, positive_int, ready
 
 __all__ = [
     "DeepMLP",
@@ -76,15 +77,8 @@ class DeepMLP:
         self.width = positive_int("DeepMLP", "width", width)
         self.depth = positive_int("DeepMLP", "depth", depth)
         self.n_classes = positive_int("DeepMLP", "n_classes", n_classes)
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"DeepMLP: activation must be one of {sorted(ACTIVATIONS)}, "
-                f"got {activation!r}"
-            )
-        if init not in INITS:
-            raise ValueError(
-                f"DeepMLP: init must be one of {sorted(INITS)}, got {init!r}"
-            )
+        one_of("DeepMLP", "activation", activation, tuple(sorted(ACTIVATIONS)))
+        one_of("DeepMLP", "init", init, tuple(sorted(INITS)))
         self.activation, self.init = activation, init
         self.residual = bool(residual)
         rng = np.random.default_rng(positive_int("DeepMLP", "seed", seed, 0))
@@ -136,17 +130,16 @@ class DeepMLP:
 
     def loss(self, y) -> float:
         """Mean cross-entropy of the cached batch for integer labels y (B,)."""
-        if self.cache is None:
-            raise RuntimeError("DeepMLP.loss: call forward(X) first")
-        log_Y_hat = self.cache["log_Y_hat"]  # (B, n_classes)
+        log_Y_hat = ready("DeepMLP.loss", self.cache, "call forward(X) first")[
+            "log_Y_hat"
+        ]  # (B, n_classes)
         Y = one_hot(y, self.n_classes)  # (B, n_classes)
         return float(-(Y * log_Y_hat).sum() / log_Y_hat.shape[0])
 
     def backward(self, y) -> dict[str, np.ndarray]:
         """Gradients of the mean cross-entropy for integer labels y (B,),
         every parameter."""
-        if self.cache is None:
-            raise RuntimeError("DeepMLP.backward: call forward(X) first")
+        ready("DeepMLP.backward", self.cache, "call forward(X) first")
         _, act_grad = ACTIVATIONS[self.activation]
         p, Hs, As = self.params, self.cache["Hs"], self.cache["As"]
         B = Hs[0].shape[0]

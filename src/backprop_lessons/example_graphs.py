@@ -15,7 +15,8 @@ given order (what chapter 2's exercises and checks need).
 
 from __future__ import annotations
 
-from .scalar import Value, topological_order
+from .graph_order import topological_order
+from .scalar import Value
 
 __all__ = [
     "relu_example",

@@ -53,7 +53,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .gradcheck import numerical_gradient
-from .scalar import Value, as_float, float_sigmoid, topological_order, zero_grad
+from .graph_order import topological_order
+from .scalar import Value, as_float, float_sigmoid, zero_grad
+from .validate import counts_match, function, real_numbers
 
 __all__ = [
     "Dual",
@@ -81,29 +83,6 @@ __all__ = [
 
 def _as_float(x, op: str) -> float:
     return as_float(x, op, kind="Dual")
-
-
-def _as_floats(xs, where: str) -> list[float]:
-    """A non-empty list of floats from a sequence of real numbers, or a clear
-    error."""
-    if isinstance(xs, (str, bytes)) or not isinstance(xs, Sequence):
-        raise TypeError(
-            f"{where}: expected a sequence of real numbers, "
-            f"got {type(xs).__name__}"
-        )
-    if len(xs) == 0:
-        raise ValueError(
-            f"{where}: expected at least one input, got an empty list"
-        )
-    out = []
-    for i, x in enumerate(xs):
-        if not isinstance(x, numbers.Real) or isinstance(x, bool):
-            raise TypeError(
-                f"{where}: input {i} must be a real number, "
-                f"got {type(x).__name__} {x!r}"
-            )
-        out.append(float(x))
-    return out
 
 
 # ---- the dual number --------------------------------------------------------
@@ -444,7 +423,7 @@ def count_primitives(f: Callable, xs: Sequence[float]) -> int:
     Runs f once on Duals under a counter of its own, which wraps the base
     interpreter: an enclosing `count_operations` block does not see it.
     """
-    duals = [Dual(x) for x in _as_floats(xs, "count_primitives")]
+    duals = [Dual(x) for x in real_numbers("count_primitives", xs)]
     count = OperationCount()
     with _pushed(_Counter(_interpreters[0], count)):
         f(duals)
@@ -466,11 +445,6 @@ def _outputs(out, where: str) -> tuple[list, bool]:
     )
 
 
-def _callable(op: str, f) -> None:
-    if not callable(f):
-        raise TypeError(f"{op}: f must be a function, got {type(f).__name__}")
-
-
 def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     """f(primals) and its directional derivative J v along v = `tangents`, in
     one pass.
@@ -478,14 +452,10 @@ def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
     Returns `(outputs, output_tangents)`: two floats if f returns a number,
     two lists if it returns a list.
     """
-    _callable("jvp", f)
-    xs = _as_floats(primals, "jvp primals")
-    vs = _as_floats(tangents, "jvp tangents")
-    if len(xs) != len(vs):
-        raise ValueError(
-            f"jvp: {len(xs)} primals but {len(vs)} tangents "
-            "(need one tangent per input)"
-        )
+    function("jvp", "f", f)
+    xs = real_numbers("jvp primals", primals)
+    vs = real_numbers("jvp tangents", tangents)
+    counts_match("jvp", xs, "primals", vs, "tangents", " (one per input)")
     out = evaluate_pass(f, [Dual(x, v) for x, v in zip(xs, vs)])
     outs, single = _outputs(out, "jvp")
     # an output that ignores the inputs is a constant: tangent 0
@@ -497,7 +467,7 @@ def jvp(f: Callable, primals: Sequence[float], tangents: Sequence[float]):
 def jacobian_forward(f: Callable, xs: Sequence[float]) -> list[list[float]]:
     """The M x P Jacobian of f at xs, one column per JVP: P passes of f
     on Duals."""
-    xs = _as_floats(xs, "jacobian_forward")
+    xs = real_numbers("jacobian_forward", xs)
     columns = []
     for j in range(len(xs)):
         # the j-th unit vector
@@ -527,8 +497,8 @@ def vjp(
     Returns `(outputs, input_cotangents)`: outputs as f returned them (float or
     list), input cotangents as a list with one entry per input.
     """
-    _callable("vjp", f)
-    inputs = [Value(x) for x in _as_floats(primals, "vjp primals")]
+    function("vjp", "f", f)
+    inputs = [Value(x) for x in real_numbers("vjp primals", primals)]
     returned = {}  # f's outputs, for the caller
 
     def weighted_sum(values: list[Value]) -> Value:
@@ -537,7 +507,7 @@ def vjp(
         ys = _as_values(ys)
         returned.update(values=[y.data for y in ys], single=single)
         one = single and isinstance(cotangents, numbers.Real)
-        us = _as_floats([cotangents] if one else cotangents, "vjp cotangents")
+        us = real_numbers("vjp cotangents", [cotangents] if one else cotangents)
         if len(us) != len(ys):
             raise ValueError(
                 f"vjp: f has {len(ys)} outputs but {len(us)} cotangents "
@@ -556,7 +526,7 @@ def vjp(
 def jacobian_reverse(f: Callable, xs: Sequence[float]) -> list[list[float]]:
     """The M x P Jacobian of f at xs, one row per backward pass: one forward on
     Values, then M backward passes (gradients zeroed between them)."""
-    inputs = [Value(x) for x in _as_floats(xs, "jacobian_reverse")]
+    inputs = [Value(x) for x in real_numbers("jacobian_reverse", xs)]
     outs, _ = _outputs(evaluate_pass(f, inputs), "jacobian_reverse")
     rows = []
     for out in _as_values(outs):
@@ -578,17 +548,7 @@ def finite_difference_jacobian(
     one-sided: (f(x + eps e_j) - f(x)) / eps                 P+1 passes, O(eps)
     Both also carry a rounding error of about machine epsilon / eps.
     """
-    xs = _as_floats(xs, "finite_difference_jacobian")
-    if scheme not in ("centered", "one-sided"):
-        raise ValueError(
-            "finite_difference_jacobian: scheme must be 'centered' or "
-            f"'one-sided', got {scheme!r}"
-        )
-    if not (isinstance(eps, numbers.Real) and eps > 0):
-        raise ValueError(
-            "finite_difference_jacobian: eps must be a positive number, "
-            f"got {eps!r}"
-        )
+    xs = real_numbers("finite_difference_jacobian", xs)
 
     def evaluate(point: list[float]) -> list[float]:
         outs, _ = _outputs(evaluate_pass(f, point), "finite_difference_jacobian")

@@ -32,17 +32,20 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .numerics import flag, real_array
-from .scalar import Value
-from .tensor import Tensor
+from .validate import flag, real_array
+
+if TYPE_CHECKING:  # the engines load when a function here uses them
+    from .scalar import Value
 
 __all__ = [
     "numerical_gradient",
     "f_at",
     "numerical_param_gradients",
+    "directional_derivative",
     "relative_error",
     "CheckRow",
     "CheckTable",
@@ -134,6 +137,22 @@ def numerical_gradient(
     return [d.tolist() if isinstance(d, np.ndarray) else d for d in derivatives]
 
 
+def directional_derivative(f: Callable, arrays, directions, eps: float = 1e-6):
+    """d/dt f(x + t v) at t = 0, by centered differences: the change of `f`
+    along the directions `v` (one per array of `arrays`), moved all at once.
+
+    `f` takes a list of arrays (x moved along v) and returns a number or an
+    array.  It is `numerical_gradient` of the one-variable function
+    t -> f(x + t v): two passes of f, whatever the size (a Jacobian-vector
+    product, or a Hessian-vector product when f is a gradient).
+    """
+
+    def along(t):
+        return f([a + t[0] * v for a, v in zip(arrays, directions)])
+
+    return np.asarray(numerical_gradient(along, [0.0], eps)[0])
+
+
 def numerical_param_gradients(
     loss_fn: Callable[[], float], params: dict, eps: float = 1e-6, names=None
 ) -> dict:
@@ -167,7 +186,7 @@ def relative_error(a, b, floor: float = 1e-12) -> float:
     b = real_array("relative_error", "b", b, np.float64)
     if a.shape != b.shape:
         raise ValueError(f"relative_error: shapes {a.shape} and {b.shape} differ")
-    if a.size == 0:
+    if a.size == 0 or np.array_equal(a, b):  # equal, inf included
         return 0.0
     scale = max(float(np.abs(a).max()), float(np.abs(b).max()), floor)
     return float(np.abs(a - b).max()) / scale
@@ -344,6 +363,8 @@ def check_scalar_gradients(
     `f` takes one `Value` per entry of `xs` and returns a `Value`.  One row
     per input, showing both numbers.
     """
+    from .scalar import Value  # the engines load when used
+
     names = [f"x{i}" for i in range(len(xs))] if names is None else list(names)
     if len(names) != len(xs):
         raise ValueError(
@@ -372,6 +393,8 @@ def check_scalar_gradients(
 def _named_inputs(inputs, names, where: str):
     """(names, float64 arrays) from a dict name -> array, or from a sequence
     of arrays or Tensors (named x0, x1, ... unless `names` is given)."""
+    from .tensor import Tensor  # the engines load when used
+
     if isinstance(inputs, dict):
         names, arrays = list(inputs), list(inputs.values())
     else:
@@ -422,6 +445,8 @@ def gradcheck(
     entry-by-entry rows are too slow (pass it a large input and look at that
     row only).
     """
+    from .tensor import Tensor  # the engines load when used
+
     dot_product = flag("gradcheck", "dot_product", dot_product)
     names, arrays = _named_inputs(inputs, names, "gradcheck")
     tensors = [Tensor(a, requires_grad=True) for a in arrays]
@@ -442,11 +467,9 @@ def gradcheck(
     if dot_product:
 
         def jvp(vs):  # J v by one centered difference along v (all inputs)
-            def at(step):
-                moved = [Tensor(a + step * v) for a, v in zip(arrays, vs)]
-                return f(*moved).data.astype(np.float64)
-
-            return (at(eps) - at(-eps)) / (2 * eps)
+            return directional_derivative(
+                lambda moved: f(*[Tensor(a) for a in moved]).data, arrays, vs, eps
+            )
 
         def vjp(u):  # J^T u: the backward pass already run with u = dout
             return [
@@ -524,6 +547,8 @@ def compare_with_torch(
     missing names use "default", else 1e-12).
     """
     import torch  # only this helper needs PyTorch
+
+    from .tensor import Tensor  # the engines load when used
 
     names, arrays = _named_inputs(inputs, names, "compare_with_torch")
     torch_f = f if torch_f is None else torch_f

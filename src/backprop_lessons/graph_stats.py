@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .scalar import Value, topological_order
+from .graph_order import topological_order
+from .scalar import Value
 
 __all__ = ["GraphCount", "count_graph", "count_paths"]
 

@@ -34,7 +34,9 @@ from collections.abc import Callable, Sequence
 
 from . import forward_mode as fm
 from .forward_mode import Dual
-from .scalar import Value, topological_order
+from .graph_order import topological_order
+from .scalar import Value
+from .validate import counts_match, real_numbers
 
 __all__ = [
     "Node",
@@ -150,17 +152,6 @@ class Node:
                 child.grad = child.grad + local * node.grad
 
 
-def _floats(xs, where: str) -> list[float]:
-    if isinstance(xs, (str, bytes)) or not isinstance(xs, Sequence) or not xs:
-        raise TypeError(f"{where}: expected a non-empty list of numbers")
-    out = []
-    for x in xs:
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            raise TypeError(f"{where}: expected numbers, got {type(x).__name__}")
-        out.append(float(x))
-    return out
-
-
 def _scalar_output(y, where: str) -> Node:
     if isinstance(y, Node):
         return y
@@ -185,14 +176,10 @@ def hvp_forward_over_reverse(
     whose numbers are Duals (x_i, v_i).  Each gradient entry comes out as a
     Dual: its value is the gradient, its tangent the entry of H v."""
     xs, v = (
-        _floats(xs, "hvp_forward_over_reverse xs"),
-        _floats(v, "hvp_forward_over_reverse v"),
+        real_numbers("hvp_forward_over_reverse xs", xs),
+        real_numbers("hvp_forward_over_reverse v", v),
     )
-    if len(xs) != len(v):
-        raise ValueError(
-            f"hvp_forward_over_reverse: {len(xs)} inputs but {len(v)} "
-            "entries in v"
-        )
+    counts_match("hvp_forward_over_reverse", xs, "inputs", v, "entries in v")
     grads = gradient(f, [Dual(x, t) for x, t in zip(xs, v)])
     grads = [g if isinstance(g, Dual) else Dual(g) for g in grads]
     return [g.value for g in grads], [g.tangent for g in grads]
@@ -205,14 +192,10 @@ def hvp_reverse_over_reverse(
     numbers are Values records the gradient as a graph of Values; a second
     backward pass, of <gradient, v>, gives H v."""
     xs, v = (
-        _floats(xs, "hvp_reverse_over_reverse xs"),
-        _floats(v, "hvp_reverse_over_reverse v"),
+        real_numbers("hvp_reverse_over_reverse xs", xs),
+        real_numbers("hvp_reverse_over_reverse v", v),
     )
-    if len(xs) != len(v):
-        raise ValueError(
-            f"hvp_reverse_over_reverse: {len(xs)} inputs but {len(v)} "
-            "entries in v"
-        )
+    counts_match("hvp_reverse_over_reverse", xs, "inputs", v, "entries in v")
     leaves = [Value(x) for x in xs]
     grads = [g if isinstance(g, Value) else Value(g) for g in gradient(f, leaves)]
     dot = Value(0.0)

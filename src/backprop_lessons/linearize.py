@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 
 from . import forward_mode
 from .forward_mode import Dual
+from .validate import function, instance_of, real_numbers
 
 __all__ = ["LinearVar", "LinearProgram", "linearize", "transpose", "vjp"]
 
@@ -288,13 +289,8 @@ def _apply(name: str, *args: _Linearizing, **params) -> _Linearizing:
 def linearize(f: Callable, primals: Sequence[float]):
     """(f(primals), the LinearProgram of J at primals), from one pass of f
     with symbolic tangents.  Outputs as f returns them (a float or a list)."""
-    if not callable(f):
-        raise TypeError(
-            f"linearize: f must be a function, got {type(f).__name__}"
-        )
-    xs = [_number(x, "primals") for x in primals]
-    if not xs:
-        raise ValueError("linearize: primals must hold at least one number")
+    function("linearize", "f", f)
+    xs = real_numbers("linearize: primals", primals)
     program = LinearProgram(len(xs))
     inputs = [_Linearizing(x, LinearVar(program, i)) for i, x in enumerate(xs)]
     out = forward_mode.evaluate_pass(f, inputs)
@@ -312,11 +308,9 @@ def linearize(f: Callable, primals: Sequence[float]):
 def transpose(program: LinearProgram) -> Callable:
     """u -> J^T u, the transpose of a linear program (see
     `LinearProgram.transpose`)."""
-    if not isinstance(program, LinearProgram):
-        raise TypeError(
-            "transpose: expected a LinearProgram (from linearize), got "
-            f"{type(program).__name__}"
-        )
+    instance_of(
+        "transpose", "program", program, LinearProgram, " (from linearize)"
+    )
     return program.transpose()
 
 

@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import (
+from .numerics import log_softmax, one_hot, sigmoid
+from .validate import (
     class_labels,
     in_range,
     instance_of,
-    log_softmax,
-    one_hot,
     positive_int,
     real_array,
     real_number,
     rows_of,
-    sigmoid,
 )
 
 __all__ = ["ThreeLayerMLP", "sgd_step", "train", "accuracy"]

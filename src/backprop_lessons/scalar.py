@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .numerics import (
+from .graph_order import check_node, topological_order
+from .validate import (
     finite_quotient_domain,
     instance_of,
     positive_number,
@@ -224,46 +225,9 @@ class Value:
                 child.grad += local * g  # += : a value used twice gets both parts
 
 
-def _check_root(op: str, node, name: str = "root") -> None:
-    """A TypeError unless `node` is a graph node: a `Value` (or a `Tensor`,
-    whose engine shares `topological_order`)."""
-    if type(node) is not Value and not hasattr(node, "_children"):
-        raise TypeError(
-            f"{op}: {name} must be a Value, got {type(node).__name__} "
-            f"{node!r:.40}"
-        )
-
-
-def topological_order(root: Value) -> list[Value]:
-    """All values `root` depends on, each after all of its inputs; `root` is last.
-
-    An iterative depth-first search with an explicit stack, so a graph of any
-    depth works without touching Python's recursion limit.  A node reached by
-    several paths is listed once.  Inputs are visited left to right, so the
-    order equals that of the textbook recursive version.
-    """
-    _check_root("topological_order", root)
-    order: list[Value] = []
-    visited: set[Value] = set()  # Values hash by identity (no __eq__ is defined)
-    stack: list[tuple[Value, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if children_done:
-            order.append(node)
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        for child in reversed(node._children):
-            if child not in visited:
-                stack.append((child, False))
-    return order
-
-
 def zero_grad(values: Iterable[Value]) -> None:
     """Set `grad = 0.0` on every given value (call it between training steps)."""
     for v in values:
         if type(v) is not Value:
-            _check_root("zero_grad", v, "every item of values")
+            check_node("zero_grad", v, "every item of values")
         v.grad = 0.0

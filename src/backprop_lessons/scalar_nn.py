@@ -13,8 +13,8 @@ import numbers
 import random
 from collections.abc import Sequence
 
-from .numerics import entries_of, length_is, one_of, positive_int
 from .scalar import Value, zero_grad
+from .validate import entries_of, length_is, one_of, positive_int
 
 __all__ = ["Neuron", "Layer", "MLP"]
 

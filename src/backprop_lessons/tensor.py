@@ -18,7 +18,19 @@ to their forward) that receive the saved arrays; no rule closes over its
 output tensor.  Every reference points from a tensor to its inputs, so a
 graph is freed by reference counting alone, with no reference cycle per node
 for Python's cyclic garbage collector to trace.  The walk is the scalar
-engine's iterative `topological_order` (it only reads `_children`).
+engine's iterative `topological_order` (`graph_order`: it only reads
+`_children`).
+
+Each rule is written once, in operations that arrays and Tensors share
+(`*`, `@`, `.sum`, `.reshape`, `unbroadcast`, ...), and runs two ways.
+`backward()` runs it on ndarrays: fast, and its gradients are plain arrays
+outside any graph.  `grad(..., create_graph=True)` runs the same rule on
+Tensors: the incoming gradient is a Tensor, and so is every saved value
+that comes from the graph (an input, or the output itself: a forward
+passes `OUTPUT` for that), so the backward is recorded like a forward and
+its gradients can be differentiated again (Hessian-vector products,
+gradient penalties).  Saved values that are constants for the derivative
+(shapes, axes, relu's mask) stay constants both ways.
 
 Semantics follow PyTorch: leaf gradients accumulate (`backward()` twice
 doubles them; call `zero_grad`), intermediate gradients are recomputed on
@@ -39,23 +51,28 @@ Shape legend used in the comments: `(...)` any shape; `B` batch, `C`
 classes; `(..., m, n)` a stack of m x n matrices.
 
 What this module is not: a fast or complete library.  It is meant to be read.
-It imports NumPy, the shared array formulas of `numerics` and the scalar
-engine's graph walk, nothing else.
+It imports NumPy, the shared array formulas of `numerics`, the checks of
+`validate` and the graph walk of `graph_order`, nothing else.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import numpy as np
 
-from . import numerics
-from .scalar import topological_order
+from . import numerics, validate
+from .graph_order import topological_order
 
 __all__ = [
     "Tensor",
+    "OUTPUT",
+    "Recorded",
     "unbroadcast",
+    "broadcast_to",
+    "index_add",
     "softmax",
     "log_softmax",
     "cross_entropy",
@@ -67,10 +84,11 @@ __all__ = [
 # ---- helpers ----------------------------------------------------------------
 
 
-def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+def unbroadcast(grad, shape: tuple):
     """Sum `grad` back down to `shape`, undoing NumPy broadcasting.
 
-    grad: (broadcast shape), shape: the input's shape -> (shape).
+    grad: (broadcast shape), shape: the input's shape -> (shape).  An array
+    or a Tensor (the sum and the reshape are then recorded).
     Broadcasting copies an input along two kinds of axes: *inserted* leading
     axes (a (D,) bias added to (B, D)) and *stretched* size-1 axes ((B, 1)
     against (B, D)).  An input used k times along an axis gets the sum of the
@@ -79,7 +97,7 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
-    numerics.broadcast_source("unbroadcast", "a gradient", shape, grad.shape)
+    validate.broadcast_source("unbroadcast", "a gradient", shape, grad.shape)
     extra = grad.ndim - len(shape)  # number of inserted leading axes
     stretched = tuple(
         extra + i
@@ -93,7 +111,7 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
 
 def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
     """ufunc(a.data, b.data) with NumPy broadcasting; if the shapes do not
-    broadcast, the ValueError of `numerics.broadcast_shape` ("add: (3, 4) +
+    broadcast, the ValueError of `validate.broadcast_shape` ("add: (3, 4) +
     (5,): ...").
     Checking only on failure keeps the common case free of a second shape
     computation."""
@@ -101,7 +119,7 @@ def _broadcasting(ufunc, a: Tensor, b: Tensor, symbol: str, name: str):
         return ufunc(a.data, b.data)
     except ValueError:
         what = f"{name}: {a.shape} {symbol} {b.shape}"
-        numerics.broadcast_shape(what, a.shape, b.shape)
+        validate.broadcast_shape(what, a.shape, b.shape)
         raise
 
 
@@ -109,12 +127,12 @@ def _as_real_array(op: str, name: str, data) -> np.ndarray:
     """`data` (numbers, nested lists of numbers, an ndarray) as a new float64
     array (float32 stays float32), or a TypeError naming `op` and `name`.
 
-    The checks are `numerics.real_array`'s; a bool array is accepted (a
+    The checks are `validate.real_array`'s; a bool array is accepted (a
     mask), a lone bool is not.
     """
     if isinstance(data, Tensor):
         data = data.data
-    arr = numerics.real_array(op, name, data, bool_arrays=True)
+    arr = validate.real_array(op, name, data, bool_arrays=True)
     # float64 by default; float32 is kept as is (a copy: the tensor owns it)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return np.array(arr, dtype=dtype)
@@ -143,9 +161,30 @@ def _power(x: np.ndarray, k: float) -> np.ndarray:
     return x**k
 
 
+#: In a forward's `saved`: "the output itself" (its array for `backward`,
+#: the output Tensor for `grad(create_graph=True)`).
+OUTPUT = object()
+
+
+class Recorded(NamedTuple):
+    """In a forward's `saved`: a value the forward computed on the way, as
+    `array` for `backward`, and as a Tensor made again from the inputs by
+    `tensor()` for `grad(create_graph=True)` (cross-entropy's
+    log-probabilities: the array is saved, the Tensor is recorded only when
+    the backward is)."""
+
+    array: np.ndarray
+    tensor: Callable[[], Tensor]
+
+
 def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
     """A new tensor made by `op`; it records its inputs (and their versions,
-    see `_check_versions`) only if one of them needs a gradient."""
+    see `_check_versions`) only if one of them needs a gradient.
+
+    `saved` holds what the backward rule needs: constants (shapes, axes,
+    masks), input Tensors, `OUTPUT` and `Recorded` values.  The rule of
+    `backward` gets their arrays (`_saved`); the Tensors and recipes are
+    kept (`_links`) for `grad(create_graph=True)`."""
     out = Tensor.__new__(Tensor)
     out._data = data if type(data) is np.ndarray else np.asarray(data)
     # A view (reshape, transpose, a slice) shares its base's version
@@ -157,14 +196,38 @@ def _result(data, inputs: tuple, backward, saved: tuple, op: str) -> Tensor:
         out._counter = [0]
     out.grad = None
     out._op = op
-    if any(t.requires_grad for t in inputs):
-        out.requires_grad = True
-        out._children, out._backward, out._saved = inputs, backward, saved
-        out._versions = (_WRITES[0], *[t._version for t in (*inputs, out)])
+    for t in inputs:  # (a loop, not any(): this runs once per operation)
+        if t.requires_grad:
+            break
     else:  # a constant: nothing to differentiate, so keep nothing alive
         out.requires_grad = False
         out._children, out._backward, out._saved = (), None, ()
-        out._versions = ()
+        out._links, out._versions = None, ()
+        return out
+    out.requires_grad = True
+    out._children, out._backward = inputs, backward
+    # the arrays of the inputs, the output and the Recorded values; a
+    # plain loop: this runs once per operation (a comprehension and any()
+    # cost 1 us more, 5% of a small MLP's step)
+    arrays, linked = [], False
+    for s in saved:
+        kind = type(s)
+        if kind is Tensor:
+            arrays.append(s._data)
+            linked = True
+        elif s is OUTPUT:
+            arrays.append(out._data)
+            linked = True
+        elif kind is Recorded:
+            arrays.append(s.array)
+            linked = True
+        else:
+            arrays.append(s)
+    out._links = saved if linked else None
+    saved = tuple(arrays) if linked else saved
+    out._saved = saved
+    versions = [t._counter[0] for t in inputs]  # each input's _version
+    out._versions = (_WRITES[0], *versions, out._counter[0])
     return out
 
 
@@ -173,6 +236,32 @@ def _describe(t: Tensor) -> str:
     "[Tensor (2, 3) float64], which is output of exp"."""
     made = f"output of {t._op}" if t._op else "a leaf"
     return f"[Tensor {t.shape} {t.dtype}], which is {made},"
+
+
+def _links_as_tensors(node: Tensor) -> tuple:
+    """What `node`'s rule gets in `grad(create_graph=True)`: its saved values
+    with the inputs and the output as Tensors, and `Recorded` values made
+    again from the inputs (which must be as the forward saw them)."""
+    if any(type(s) is Recorded for s in node._links):
+        for t, expected in zip(node._children, node._versions[1:]):
+            if t._version != expected:
+                raise RuntimeError(_modified(t, expected, node))
+    return tuple(
+        node if s is OUTPUT else s.tensor() if type(s) is Recorded else s
+        for s in node._links
+    )
+
+
+def _modified(t: Tensor, expected: int, node: Tensor) -> str:
+    """PyTorch's message for a saved array changed in place."""
+    return (
+        "one of the variables needed for gradient computation has been "
+        f"modified by an inplace operation: {_describe(t)} is at "
+        f"version {t._version}; expected version {expected} instead "
+        f"(saved for the backward of {node._op}). Hint: run the "
+        "forward pass again after changing .data, or change it out "
+        "of place (t.data = t.data - 1)"
+    )
 
 
 def _check_versions(node: Tensor) -> None:
@@ -191,14 +280,7 @@ def _check_versions(node: Tensor) -> None:
     pairs = zip((*node._children, node), node._versions[1:])
     for t, expected in pairs:
         if t._version != expected and _saves(node._saved, t._data):
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been "
-                f"modified by an inplace operation: {_describe(t)} is at "
-                f"version {t._version}; expected version {expected} instead "
-                f"(saved for the backward of {node._op}). Hint: run the "
-                "forward pass again after changing .data, or change it out "
-                "of place (t.data = t.data - 1)"
-            )
+            raise RuntimeError(_modified(t, expected, node))
 
 
 def _saves(saved: tuple, arr: np.ndarray) -> bool:
@@ -227,6 +309,7 @@ class Tensor:
         "_children",
         "_backward",
         "_saved",
+        "_links",
         "_op",
     )
     # make `ndarray @ Tensor` etc. call our reflected operators
@@ -237,10 +320,11 @@ class Tensor:
         self._counter = [0]  # shared with views (see _result)
         self._versions = ()
         self.grad = None
-        self.requires_grad = numerics.flag(
+        self.requires_grad = validate.flag(
             "Tensor", "requires_grad", requires_grad
         )
         self._children, self._backward, self._saved, self._op = (), None, (), ""
+        self._links = None
 
     # ---- data and its version -----------------------------------------------
 
@@ -264,7 +348,7 @@ class Tensor:
             _WRITES[0] += 1
             return
         arr = _as_real_array("Tensor.data", "value", value)
-        numerics.same_shape(
+        validate.same_shape(
             "Tensor.data", "the new array", arr, self.shape, "the tensor"
         )
         self._data = arr.astype(self._data.dtype, copy=False)
@@ -315,13 +399,18 @@ class Tensor:
         return len(self.data)
 
     def _other(self, x, op: str) -> Tensor:
-        """`x` as a Tensor; a Python number takes this tensor's dtype."""
+        """`x` as a Tensor; a Python number, an integer array or a boolean
+        array (a mask) takes this tensor's dtype."""
         if isinstance(x, Tensor):
             return x
         if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
             return Tensor(np.asarray(x, dtype=self.data.dtype))
-        if isinstance(x, np.ndarray) and x.dtype.kind in "fiu":
+        if isinstance(x, np.bool_):  # a one-entry mask (relu of a 0-d tensor)
+            x = np.asarray(x)
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
             return Tensor(x)
+        if isinstance(x, np.ndarray) and x.dtype.kind in "biu":
+            return Tensor(x.astype(self.data.dtype))
         what = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else repr(x)
         raise TypeError(
             f"{op}: expected a Tensor, an ndarray or a number, "
@@ -335,8 +424,9 @@ class Tensor:
         (..., m, n) @ (..., n, k)."""
         other = self._other(other, "matmul")
         a, b = self.data, other.data
-        numerics.matmul_shapes("matmul", a.shape, b.shape)
-        return _result(a @ b, (self, other), Tensor.matmul_backward, (a, b), "@")
+        validate.matmul_shapes("matmul", a.shape, b.shape)
+        saved = (self, other)
+        return _result(a @ b, (self, other), Tensor.matmul_backward, saved, "@")
 
     @staticmethod
     def matmul_backward(g, saved, needs):
@@ -389,7 +479,7 @@ class Tensor:
     def __mul__(self, other) -> Tensor:
         other = self._other(other, "mul")
         out = _broadcasting(np.multiply, self, other, "*", "mul")
-        saved = (self.data, other.data)
+        saved = (self, other)
         return _result(out, (self, other), Tensor.mul_backward, saved, "*")
 
     @staticmethod
@@ -405,7 +495,7 @@ class Tensor:
         other = self._other(other, "div")
         with _ieee():  # 1 / 0 = inf and 0 / 0 = nan, as PyTorch
             out = _broadcasting(np.divide, self, other, "/", "div")
-        saved = (self.data, other.data)
+        saved = (self, other)
         return _result(out, (self, other), Tensor.div_backward, saved, "/")
 
     @staticmethod
@@ -443,7 +533,7 @@ class Tensor:
         x = self.data
         with _ieee():  # 0 ** -1 = inf, (-8) ** 0.5 = nan, as PyTorch
             out = _power(x, k)
-        return _result(out, (self,), Tensor.pow_backward, (x, k), f"**{k:g}")
+        return _result(out, (self,), Tensor.pow_backward, (self, k), f"**{k:g}")
 
     @staticmethod
     def pow_backward(g, saved, needs):
@@ -451,8 +541,8 @@ class Tensor:
         x = 0 where the formula would give 0 * inf = nan (as PyTorch)."""
         x, k = saved
         if k == 0:
-            return (np.zeros_like(g * x),)
-        return (g * (k * _power(x, k - 1)),)
+            return (_zeros_like(g),)
+        return (g * (k * _pow(x, k - 1)),)
 
     def __rpow__(self, base):
         raise TypeError(
@@ -471,7 +561,7 @@ class Tensor:
     def exp(self) -> Tensor:
         with _ieee():  # exp(710) = inf, as PyTorch
             e = np.exp(self.data)
-        return _result(e, (self,), Tensor.exp_backward, (e,), "exp")
+        return _result(e, (self,), Tensor.exp_backward, (OUTPUT,), "exp")
 
     @staticmethod
     def exp_backward(g, saved, needs):
@@ -485,7 +575,7 @@ class Tensor:
         x = self.data
         with _ieee():
             out = np.log(x)
-        return _result(out, (self,), Tensor.log_backward, (x,), "log")
+        return _result(out, (self,), Tensor.log_backward, (self,), "log")
 
     @staticmethod
     def log_backward(g, saved, needs):
@@ -495,7 +585,7 @@ class Tensor:
 
     def tanh(self) -> Tensor:
         t = np.tanh(self.data)
-        return _result(t, (self,), Tensor.tanh_backward, (t,), "tanh")
+        return _result(t, (self,), Tensor.tanh_backward, (OUTPUT,), "tanh")
 
     @staticmethod
     def tanh_backward(g, saved, needs):
@@ -512,13 +602,14 @@ class Tensor:
     @staticmethod
     def relu_backward(g, saved, needs):
         """VJP of relu(x): g where x > 0 (or NaN), else 0 (the kink at 0 gets
-        0, as in PyTorch)."""
+        0, as in PyTorch).  The mask is a constant: relu'' = 0 almost
+        everywhere."""
         (on,) = saved
         return (g * on,)
 
     def sigmoid(self) -> Tensor:
         s = numerics.sigmoid(self.data)
-        return _result(s, (self,), Tensor.sigmoid_backward, (s,), "sigmoid")
+        return _result(s, (self,), Tensor.sigmoid_backward, (OUTPUT,), "sigmoid")
 
     @staticmethod
     def sigmoid_backward(g, saved, needs):
@@ -531,8 +622,8 @@ class Tensor:
     def sum(self, axis=None, keepdims: bool = False) -> Tensor:
         """Sum over `axis` (None: all).  (...) -> the shape without (or with
         1 at) those axes."""
-        axes = numerics.axes("sum", axis, self.ndim)
-        keepdims = numerics.flag("sum", "keepdims", keepdims)
+        axes = validate.axes("sum", axis, self.ndim)
+        keepdims = validate.flag("sum", "keepdims", keepdims)
         out = self.data.sum(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims)
         return _result(out, (self,), Tensor.sum_backward, saved, "sum")
@@ -543,13 +634,13 @@ class Tensor:
         the summed axes."""
         in_shape, axes, keepdims = saved
         if not keepdims:
-            g = np.expand_dims(g, axes)  # put back the summed axes with size 1
-        return (np.broadcast_to(g, in_shape),)  # (in_shape), a read-only view
+            g = g.reshape(_kept(g.shape, axes))  # the summed axes back, size 1
+        return (broadcast_to(g, in_shape),)  # (in_shape)
 
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (None: all); shapes as in `sum`."""
-        axes = numerics.axes("mean", axis, self.ndim)
-        keepdims = numerics.flag("mean", "keepdims", keepdims)
+        axes = validate.axes("mean", axis, self.ndim)
+        keepdims = validate.flag("mean", "keepdims", keepdims)
         count = int(np.prod([self.shape[a] for a in axes]))
         out = self.data.mean(axis=axes, keepdims=keepdims)
         saved = (self.shape, axes, keepdims, count)
@@ -566,8 +657,8 @@ class Tensor:
     def max(self, axis=None, keepdims: bool = False) -> Tensor:
         """Maximum over `axis` (None: all).  Ties share the gradient equally
         (like torch.amax)."""
-        axes = numerics.axes("max", axis, self.ndim)
-        keepdims = numerics.flag("max", "keepdims", keepdims)
+        axes = validate.axes("max", axis, self.ndim)
+        keepdims = validate.flag("max", "keepdims", keepdims)
         if self.size == 0:
             raise ValueError(f"max: the tensor of shape {self.shape} is empty")
         m = self.data.max(axis=axes, keepdims=True)  # (... with 1s at axes)
@@ -579,9 +670,9 @@ class Tensor:
     def max_backward(g, saved, needs):
         """VJP of max: g goes to the entries equal to the maximum, split among
         ties."""
-        x, m, axes, keepdims = saved
+        x, m, axes, keepdims = saved  # arrays: the choice of max is a constant
         if not keepdims:
-            g = np.expand_dims(g, axes)
+            g = g.reshape(_kept(g.shape, axes))
         hit = x == m  # (...) where the max was taken
         return (hit * (g / hit.sum(axis=axes, keepdims=True)),)
 
@@ -590,7 +681,7 @@ class Tensor:
     def reshape(self, *shape) -> Tensor:
         """The same entries in a new shape: t.reshape(2, 3) or
         t.reshape((2, 3)); -1 allowed."""
-        shape = numerics.int_args("reshape", "shape", shape)
+        shape = validate.int_args("reshape", "shape", shape)
         try:
             out = self.data.reshape(shape)
         except ValueError:
@@ -611,7 +702,7 @@ class Tensor:
         """Permute the axes as NumPy does: no argument reverses them; else a
         permutation."""
         n = self.ndim
-        axes = numerics.int_args("transpose", "axes", axes)
+        axes = validate.int_args("transpose", "axes", axes)
         if not axes:
             axes = tuple(reversed(range(n)))
         if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
@@ -627,11 +718,20 @@ class Tensor:
     def transpose_backward(g, saved, needs):
         """VJP of a transpose: transpose g by the inverse permutation."""
         (axes,) = saved
-        return (g.transpose(np.argsort(axes)),)
+        return (g.transpose(tuple(int(a) for a in np.argsort(axes))),)
 
     @property
     def T(self) -> Tensor:
         return self.transpose()
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """The tensor with two axes exchanged, as NumPy's `swapaxes`:
+        `swapaxes(-1, -2)` transposes a stack of matrices."""
+        a1 = validate.one_axis("swapaxes", axis1, self.shape)
+        a2 = validate.one_axis("swapaxes", axis2, self.shape)
+        axes = list(range(self.ndim))
+        axes[a1], axes[a2] = a2, a1
+        return self.transpose(axes)
 
     def __getitem__(self, index) -> Tensor:
         """NumPy indexing: slices, integers, integer arrays, masks."""
@@ -648,30 +748,29 @@ class Tensor:
             # a float, a string...: the wrong kind of index, not out of range
             kind = TypeError if "integer" in str(e) else IndexError
             raise kind(f"index: {e} (tensor shape {self.shape})") from None
-        saved = (self.shape, self.data.dtype, index)
+        saved = (self.shape, index)
         return _result(
             np.array(out), (self,), Tensor.getitem_backward, saved, "index"
         )
 
     @staticmethod
     def getitem_backward(g, saved, needs):
-        """VJP of indexing: scatter-add g into zeros.  np.add.at adds once per
+        """VJP of indexing: scatter-add g into zeros (`index_add`), once per
         occurrence, so an entry picked twice (x[[0, 0]]) gets both gradients;
         `zeros[index] += g` would not."""
-        in_shape, dtype, index = saved
-        gx = np.zeros(in_shape, dtype=dtype)  # (in_shape)
-        np.add.at(gx, index, g)
-        return (gx,)
+        in_shape, index = saved
+        return (index_add(g, in_shape, index),)
 
     # ---- softmax family -----------------------------------------------------
 
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis`, computed with the max subtracted
         (no overflow)."""
-        ax = numerics.one_axis("softmax", axis, self.shape)
+        ax = validate.one_axis("softmax", axis, self.shape)
         with _ieee():  # softmax([inf, 1]) = [nan, nan], as PyTorch
             s = numerics.softmax(self.data, ax)
-        return _result(s, (self,), Tensor.softmax_backward, (s, ax), "softmax")
+        saved = (OUTPUT, ax)
+        return _result(s, (self,), Tensor.softmax_backward, saved, "softmax")
 
     @staticmethod
     def softmax_backward(g, saved, needs):
@@ -683,18 +782,18 @@ class Tensor:
     def log_softmax(self, axis: int = -1) -> Tensor:
         """x - logsumexp(x) along `axis`, with the max subtracted first
         (stable)."""
-        ax = numerics.one_axis("log_softmax", axis, self.shape)
+        ax = validate.one_axis("log_softmax", axis, self.shape)
         with _ieee():
             out = numerics.log_softmax(self.data, ax)
         backward = Tensor.log_softmax_backward
-        return _result(out, (self,), backward, (out, ax), "log_softmax")
+        return _result(out, (self,), backward, (OUTPUT, ax), "log_softmax")
 
     @staticmethod
     def log_softmax_backward(g, saved, needs):
         """VJP of log_softmax: g - softmax(x) * sum(g) along the axis
         (softmax = exp(output))."""
         out, ax = saved
-        return (g - np.exp(out) * g.sum(axis=ax, keepdims=True),)
+        return (g - _exp(out) * g.sum(axis=ax, keepdims=True),)
 
     # ---- the backward pass --------------------------------------------------
 
@@ -747,13 +846,13 @@ def _seed(op: str, who: str, output: Tensor, name: str, grad) -> np.ndarray:
             )
         return np.ones_like(output.data)
     seed = _as_real_array(op, name, grad).astype(output.dtype, copy=False)
-    return numerics.same_shape(op, name, seed, output.shape, "the output")
+    return validate.same_shape(op, name, seed, output.shape, "the output")
 
 
 def _accumulate(node: Tensor, g: np.ndarray, op: str) -> None:
     """node.grad += g, checking the shape-check rule: a gradient has its
     tensor's shape."""
-    numerics.gradient_shape(op, g, node.data.shape)
+    validate.gradient_shape(op, g, node.data.shape)
     if node.grad is None:
         # A leaf owns a fresh, writable copy; an intermediate may share it
         # (it is never written in place).
@@ -789,7 +888,7 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
         )
     B, C = z.shape
     t = targets.data if isinstance(targets, Tensor) else targets
-    t = numerics.integer_array(
+    t = validate.integer_array(
         "cross_entropy", "targets", t, "class indices", whole_floats=True
     )
     if t.shape != (B,):
@@ -797,23 +896,22 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
             f"cross_entropy: logits {z.shape} need targets of shape ({B},), "
             f"got {t.shape}"
         )
-    numerics.below("cross_entropy", "targets", t, C)
+    validate.below("cross_entropy", "targets", t, C)
     with _ieee():
         logp = numerics.log_softmax(z, axis=1)  # (B, C)
         loss = -logp[np.arange(B), t].mean()  # ()
     out = np.asarray(loss, dtype=z.dtype)
-    return _result(
-        out, (logits,), cross_entropy_backward, (logp, t), "cross_entropy"
-    )
+    saved = (Recorded(logp, lambda: logits.log_softmax(1)), t)
+    return _result(out, (logits,), cross_entropy_backward, saved, "cross_entropy")
 
 
 def cross_entropy_backward(g, saved, needs):
-    """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits),
-    y one-hot."""
-    logp, t = saved
-    p = np.exp(logp)  # (B, C)
-    p[np.arange(len(t)), t] -= 1  # p - y
-    return (p * (g / len(t)),)
+    """VJP of the mean cross-entropy: g * (p - y) / B, with p = softmax(logits)
+    = exp(log_softmax(logits)), y one-hot."""
+    logp, t = saved  # (B, C) log-probabilities, (B,) classes
+    y = np.zeros(logp.shape, dtype=logp.dtype)  # (B, C) one-hot, a constant
+    y[np.arange(len(t)), t] = 1
+    return ((_exp(logp) - y) * (g / len(t)),)
 
 
 def zero_grad(tensors: Iterable[Tensor]) -> None:
@@ -825,249 +923,69 @@ def zero_grad(tensors: Iterable[Tensor]) -> None:
 
 def _tensor(op: str, x, name: str = "x") -> Tensor:
     """`x` if it is a Tensor, else a TypeError naming `op`."""
-    return numerics.instance_of(op, name, x, Tensor, _WRAP)
+    return validate.instance_of(op, name, x, Tensor, _WRAP)
 
 
 _WRAP = " (wrap an array as Tensor(array))"  # the hint of every Tensor check
 
 
-# ---- gradients as tensors: grad() and double backward ------------------------
-# `backward` runs the rules above on ndarrays: fast, but the gradients it
-# makes are plain arrays, outside any graph, so they cannot be differentiated
-# again.  `grad(..., create_graph=True)` runs a second set of rules written
-# with Tensor operations.  Each one takes the incoming gradient as a Tensor
-# and the node it differentiates (its inputs are `node._children`, its output
-# is `node` itself), so every operation of the backward pass is recorded like
-# a forward operation, and the gradients it returns have a graph of their
-# own: differentiate them again and you get second derivatives
-# (Hessian-vector products, gradient penalties).  The table is keyed by the
-# array rule, so an operation without a Tensor rule is a clear error.
+# ---- what the rules use, on arrays and on Tensors alike ------------------------
+# A rule runs on ndarrays in `backward` and on Tensors in
+# `grad(create_graph=True)`.  Most of what it does reads the same both ways
+# (`g * b`, `g @ b.swapaxes(-1, -2)`, `.sum`, `.reshape`, `unbroadcast`);
+# these few helpers are the rest.
 
 
-def _unbroadcast_t(g: Tensor, shape: tuple) -> Tensor:
-    """`unbroadcast` with Tensor operations: sum, then reshape, both recorded."""
+def broadcast_to(g, shape: tuple):
+    """g copied along the axes where `shape` is larger (the VJP of a sum).
+    An array becomes a read-only view; a Tensor is added to zeros, which
+    broadcasts it and records it (the add's rule sums the copies back: the
+    transpose of a copy)."""
     shape = tuple(shape)
     if g.shape == shape:
         return g
-    numerics.broadcast_source("unbroadcast", "a gradient", shape, g.shape)
-    extra = g.ndim - len(shape)
-    stretched = tuple(
-        extra + i
-        for i, n in enumerate(shape)
-        if n == 1 and g.shape[extra + i] != 1
-    )
-    return g.sum(axis=tuple(range(extra)) + stretched, keepdims=True).reshape(
-        shape
-    )
+    if isinstance(g, Tensor):
+        return g + Tensor(np.zeros(shape, dtype=g.dtype))
+    return np.broadcast_to(g, shape)
 
 
-def _broadcast_t(g: Tensor, shape: tuple) -> Tensor:
-    """g broadcast to `shape`, recorded: adding a zero constant broadcasts it,
-    and the add's rule sums the copies back (the transpose of a copy)."""
-    if g.shape == tuple(shape):
-        return g
-    return g + Tensor(np.zeros(shape, dtype=g.dtype))
-
-
-def _swap_last(t: Tensor) -> Tensor:
-    """t with its last two axes swapped (a stack of matrix transposes)."""
-    axes = list(range(t.ndim))
-    axes[-2], axes[-1] = axes[-1], axes[-2]
-    return t.transpose(tuple(axes))
-
-
-def _index_add(g: Tensor, in_shape: tuple, index) -> Tensor:
-    """zeros(in_shape) with g added at `index` (np.add.at), recorded: the
-    backward of indexing as an operation of its own.  Its own VJP is indexing
-    again, so indexing can be differentiated any number of times."""
-    out = np.zeros(in_shape, dtype=g.dtype)
-    np.add.at(out, index, g.data)
-    return _result(out, (g,), _index_add_backward, (index,), "index_add")
+def index_add(g, shape: tuple, index):
+    """zeros(shape) with g added at `index`, once per occurrence (np.add.at):
+    the VJP of indexing.  On a Tensor it is an operation of its own, whose
+    VJP is indexing again, so indexing can be differentiated any number of
+    times."""
+    out = np.zeros(shape, dtype=g.dtype)  # (shape)
+    np.add.at(out, index, g.data if isinstance(g, Tensor) else g)
+    if isinstance(g, Tensor):
+        return _result(out, (g,), _index_add_backward, (index,), "index_add")
+    return out
 
 
 def _index_add_backward(g, saved, needs):
     """VJP of index_add: pick the entries of g at the index."""
     (index,) = saved
-    return (np.array(g[index]),)
-
-
-_TENSOR_RULES: dict = {}  # array rule -> rule on Tensors, filled below
-
-
-def rule_add(g, node, needs):
-    a, b = node._children
-    return (
-        _unbroadcast_t(g, a.shape) if needs[0] else None,
-        _unbroadcast_t(g, b.shape) if needs[1] else None,
-    )
-
-
-def rule_sub(g, node, needs):
-    a, b = node._children
-    return (
-        _unbroadcast_t(g, a.shape) if needs[0] else None,
-        _unbroadcast_t(-g, b.shape) if needs[1] else None,
-    )
-
-
-def rule_mul(g, node, needs):
-    a, b = node._children
-    return (
-        _unbroadcast_t(g * b, a.shape) if needs[0] else None,
-        _unbroadcast_t(g * a, b.shape) if needs[1] else None,
-    )
-
-
-def rule_div(g, node, needs):
-    a, b = node._children
-    return (
-        _unbroadcast_t(g / b, a.shape) if needs[0] else None,
-        _unbroadcast_t(-g * (a / b) / b, b.shape) if needs[1] else None,
-    )
-
-
-def rule_matmul(g, node, needs):
-    a, b = node._children
-    return (
-        _unbroadcast_t(g @ _swap_last(b), a.shape) if needs[0] else None,
-        _unbroadcast_t(_swap_last(a) @ g, b.shape) if needs[1] else None,
-    )
-
-
-def rule_pow(g, node, needs):
-    (x,) = node._children
-    _, k = node._saved
-    if k == 0:
-        return (g * Tensor(np.zeros(x.shape, dtype=x.dtype)),)
-    return (g * (k * x ** (k - 1)),)
-
-
-def rule_neg(g, node, needs):
-    return (-g,)
-
-
-def rule_exp(g, node, needs):
-    return (g * node,)  # the output is exp(x): its graph leads back to x
-
-
-def rule_log(g, node, needs):
-    (x,) = node._children
-    return (g / x,)
-
-
-def rule_tanh(g, node, needs):
-    return (g * (1 - node * node),)
-
-
-def rule_sigmoid(g, node, needs):
-    return (g * (node * (1 - node)),)
-
-
-def rule_relu(g, node, needs):
-    (on,) = node._saved  # a constant mask: relu'' = 0 almost everywhere
-    return (g * Tensor(on.astype(g.dtype)),)
-
-
-def rule_sum(g, node, needs):
-    in_shape, axes, keepdims = node._saved
-    if not keepdims:
-        g = g.reshape(np.expand_dims(g.data, axes).shape)
-    return (_broadcast_t(g, in_shape),)
-
-
-def rule_mean(g, node, needs):
-    in_shape, axes, keepdims, count = node._saved
-    (gx,) = rule_sum(g, _Saved(node._children, (in_shape, axes, keepdims)), needs)
-    return (gx / count,)
-
-
-def rule_max(g, node, needs):
-    x, m, axes, keepdims = node._saved
-    if not keepdims:
-        g = g.reshape(np.expand_dims(g.data, axes).shape)
-    hit = x == m
-    share = Tensor((hit / hit.sum(axis=axes, keepdims=True)).astype(g.dtype))
-    return (_broadcast_t(g, x.shape) * share,)
-
-
-def rule_reshape(g, node, needs):
-    (in_shape,) = node._saved
-    return (g.reshape(in_shape),)
-
-
-def rule_transpose(g, node, needs):
-    (axes,) = node._saved
-    return (g.transpose(tuple(int(a) for a in np.argsort(axes))),)
-
-
-def rule_index(g, node, needs):
-    in_shape, _, index = node._saved
-    return (_index_add(g, in_shape, index),)
-
-
-def rule_index_add(g, node, needs):
-    (index,) = node._saved
     return (g[index],)
 
 
-def rule_softmax(g, node, needs):
-    _, ax = node._saved
-    s = node
-    return (s * (g - (g * s).sum(axis=ax, keepdims=True)),)
+def _kept(shape: tuple, axes: tuple) -> tuple:
+    """`shape` with size-1 axes put back at `axes` (a reduction's keepdims)."""
+    full = list(shape)
+    for a in sorted(axes):
+        full.insert(a, 1)
+    return tuple(full)
 
 
-def rule_log_softmax(g, node, needs):
-    _, ax = node._saved
-    return (g - node.exp() * g.sum(axis=ax, keepdims=True),)
+def _exp(x):
+    return x.exp() if isinstance(x, Tensor) else np.exp(x)
 
 
-def rule_cross_entropy(g, node, needs):
-    (logits,) = node._children
-    _, t = node._saved
-    if logits._version != node._versions[1]:  # this rule reads logits.data
-        _check_versions(_Saved((logits,), (logits.data,), node))
-    onehot = np.zeros(logits.shape, dtype=logits.dtype)
-    onehot[np.arange(len(t)), t] = 1
-    return ((logits.softmax(1) - Tensor(onehot)) * (g / len(t)),)
+def _pow(x, k: float):
+    return x**k if isinstance(x, Tensor) else _power(x, k)
 
 
-class _Saved:
-    """A stand-in node (children and saved values) for a rule that reuses
-    another rule (mean reuses sum)."""
-
-    def __init__(self, children, saved, like=None):
-        self._children, self._saved = children, saved
-        if like is not None:  # for _check_versions
-            self._versions, self._op, self._version = like._versions, like._op, 0
-            self._data = like.data
-
-
-_TENSOR_RULES.update(
-    {
-        Tensor.add_backward: rule_add,
-        Tensor.sub_backward: rule_sub,
-        Tensor.mul_backward: rule_mul,
-        Tensor.div_backward: rule_div,
-        Tensor.matmul_backward: rule_matmul,
-        Tensor.pow_backward: rule_pow,
-        Tensor.neg_backward: rule_neg,
-        Tensor.exp_backward: rule_exp,
-        Tensor.log_backward: rule_log,
-        Tensor.tanh_backward: rule_tanh,
-        Tensor.sigmoid_backward: rule_sigmoid,
-        Tensor.relu_backward: rule_relu,
-        Tensor.sum_backward: rule_sum,
-        Tensor.mean_backward: rule_mean,
-        Tensor.max_backward: rule_max,
-        Tensor.reshape_backward: rule_reshape,
-        Tensor.transpose_backward: rule_transpose,
-        Tensor.getitem_backward: rule_index,
-        _index_add_backward: rule_index_add,
-        Tensor.softmax_backward: rule_softmax,
-        Tensor.log_softmax_backward: rule_log_softmax,
-        cross_entropy_backward: rule_cross_entropy,
-    }
-)
+def _zeros_like(x):
+    zeros = np.zeros(x.shape, dtype=x.dtype)
+    return Tensor(zeros) if isinstance(x, Tensor) else zeros
 
 
 def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None):
@@ -1080,17 +998,17 @@ def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None
     them.  An input the output does not depend on gets zeros (where PyTorch
     needs `allow_unused=True, materialize_grads=True`).
 
-    create_graph=False: the array rules of `backward` run; the gradients are
-    new leaves.  create_graph=True: the rules on Tensors run, every step is
-    recorded, and each gradient is a tensor with a graph back to the inputs:
-    `grad` of it gives second derivatives.
+    create_graph=False: the rules run on arrays, as in `backward`; the
+    gradients are new leaves.  create_graph=True: the same rules run on
+    Tensors, every step is recorded, and each gradient is a tensor with a
+    graph back to the inputs: `grad` of it gives second derivatives.
     """
     output = _tensor("grad", output, "output")
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
     for t in inputs:
         _tensor("grad", t, "every item of inputs")
-    create_graph = numerics.flag("grad", "create_graph", create_graph)
+    create_graph = validate.flag("grad", "create_graph", create_graph)
     seed = _seed("grad", "the output", output, "grad_output", grad_output)
     order = topological_order(output)
     # only nodes on a path to one of the inputs need a gradient
@@ -1110,22 +1028,14 @@ def grad(output: Tensor, inputs, create_graph: bool = False, *, grad_output=None
             needs = tuple(
                 c.requires_grad and id(c) in leads for c in node._children
             )
-            if create_graph:
-                rule = _TENSOR_RULES.get(node._backward)
-                if rule is None:
-                    raise NotImplementedError(
-                        f"grad(create_graph=True): the operation {node._op!r} "
-                        "has no backward rule written with Tensor operations, "
-                        "so its gradient cannot be differentiated again; use "
-                        "create_graph=False or add a rule to _TENSOR_RULES"
-                    )
-                parts = rule(g, node, needs)
-            else:
-                parts = node._backward(g, node._saved, needs)
+            saved = node._saved
+            if create_graph and node._links is not None:
+                saved = _links_as_tensors(node)  # the same rule, on Tensors
+            parts = node._backward(g, saved, needs)
             for child, part, need in zip(node._children, parts, needs):
                 if not need:
                     continue
-                numerics.gradient_shape(node._op, part, child.shape)
+                validate.gradient_shape(node._op, part, child.shape)
                 old = grads.get(id(child))
                 grads[id(child)] = part if old is None else old + part
     result = []

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .numerics import positive_int
+from .validate import positive_int
 
 __all__ = ["best_time", "theoretical_peak", "TheoreticalPeak"]
 

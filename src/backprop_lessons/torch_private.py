@@ -3,14 +3,17 @@
 Written against PyTorch 2.13.0 (`WRITTEN_AGAINST`).  Private APIs change
 without notice: when PyTorch is upgraded, `tests/test_torch_private.py`
 fails with the name of whatever disappeared, and only this file needs
-fixing.  Used by `debug.measure_memory` (the profiler's allocation events)
-and `scale.scale_out` (DDP's buckets, the profiler's trace start).
+fixing.  Used by `debug.measure_memory` (the profiler's allocation events),
+`scale.scale_out` (DDP's buckets, the profiler's trace start) and `traced`
+(AOTAutograd, the dispatch mode that sees every operator).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "WRITTEN_AGAINST",
+    "aot_autograd",
+    "dispatch_mode",
     "cpu_allocations",
     "ddp_buckets",
     "trace_start_ns",
@@ -49,6 +52,23 @@ def trace_start_ns(prof) -> int:
     return prof.profiler.kineto_results.trace_start_ns()
 
 
+def aot_autograd():
+    """(aot_function, make_boxed_func): AOTAutograd, which traces a function's
+    forward and backward graphs.  Its home in PyTorch 2 (functorch.compile is
+    the legacy re-export of the same functions)."""
+    from torch._functorch.aot_autograd import aot_function, make_boxed_func
+
+    return aot_function, make_boxed_func
+
+
+def dispatch_mode():
+    """TorchDispatchMode: a context whose `__torch_dispatch__` sees every ATen
+    operator that runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
 def missing() -> list[str]:
     """The private names above that this PyTorch no longer has."""
     import torch
@@ -57,6 +77,11 @@ def missing() -> list[str]:
     from torch.nn.parallel import DistributedDataParallel
 
     gone = []
+    for name, get in (("AOTAutograd", aot_autograd), ("dispatch", dispatch_mode)):
+        try:
+            get()
+        except ImportError:
+            gone.append(f"{name} ({get.__doc__.split(':')[0]})")
     if not hasattr(profiler_c, "_EventType") or not hasattr(
         profiler_c._EventType, "Allocation"
     ):

@@ -98,9 +98,9 @@ def torch_backward_graphs(f, *inputs) -> TracedGraphs:
     """
     import torch
 
-    # AOTAutograd's home in PyTorch 2 (functorch.compile is the legacy
-    # re-export of the same functions from the functorch project)
-    from torch._functorch.aot_autograd import aot_function, make_boxed_func
+    from .torch_private import aot_autograd
+
+    aot_function, make_boxed_func = aot_autograd()
 
     graphs = {}
 
@@ -138,7 +138,9 @@ def inplace_ops(f, *inputs) -> list[str]:
     into an argument that is not an `out=` buffer.  Runs f once, with
     autograd as it is (call `.backward()` inside f to see the backward too).
     """
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from .torch_private import dispatch_mode
+
+    TorchDispatchMode = dispatch_mode()
 
     found = []
 

@@ -15,7 +15,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..numerics import token_ids
+from ..validate import token_ids
 
 __all__ = ["load_corpus", "CharVocab"]
 

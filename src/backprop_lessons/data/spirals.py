@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import non_negative, positive_int
+from ..validate import non_negative, positive_int
 
 __all__ = ["spirals"]
 

@@ -7,7 +7,6 @@ One module per chapter topic (stable names, not chapter numbers):
     forward_vs_reverse   forward mode vs reverse mode
     matmul_vjp           the matmul VJP
     mlp_by_hand          an MLP by hand
-    gpt_backward         a GPT's backward by hand
     gpt_layers           every GPT layer's backward, and the whole model's,
                          written by the reader
     debugging_backward   debugging a backward pass
@@ -21,8 +20,11 @@ One module per chapter topic (stable names, not chapter numbers):
 Each module also holds its chapter's self-check questions, `SELF_CHECKS`
 (see `questions`; `widgets.self_check` shows one).
 
-Every check prints "Exercise N: not attempted yet - ...", "Exercise N: not
-yet - <hint>" or "Exercise N: correct" and returns a `checking.Verdict`;
+Every check takes the reader's answer and, as a keyword, the number the
+chapter gives the exercise (`check_softplus(softplus, exercise=1)`: the
+notebook owns the number); it prints "Exercise N: not attempted yet - ...",
+"Exercise N: not yet - <hint>" or "Exercise N: correct" and returns a
+`checking.Verdict`;
 `checking` holds the machinery they share.  Nothing here reads notebook
 globals: everything a check needs is an argument or built inside it.
 

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def check_predicted_flops(predicted_flops, exercise: int = 1) -> Verdict:
+def check_predicted_flops(predicted_flops, *, exercise: int) -> Verdict:
     """predicted_flops(sizes, batch) -> (forward, backward) matmul FLOPs of a
     tanh MLP on inputs that need no gradient, against the counted ones."""
     import torch
@@ -55,7 +55,7 @@ def check_predicted_flops(predicted_flops, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, predicted_flops)
 
 
-def check_combine(combine, exercise: int = 2) -> Verdict:
+def check_combine(combine, *, exercise: int) -> Verdict:
     """combine(grads, sizes): the full batch's mean-loss gradient from the
     shards' mean-loss gradients, for shards of 4, 3 and 3 examples."""
     import torch
@@ -85,9 +85,7 @@ def check_combine(combine, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, combine)
 
 
-def check_rank_accumulation(
-    rank_times_accumulation, exercise: int = 3
-) -> Verdict:
+def check_rank_accumulation(rank_times_accumulation, *, exercise: int) -> Verdict:
     """rank_times_accumulation(model, x, y, ranks, micro) -> {name: gradient}
     equal to the full batch's, for 2 ranks of 2 micro-batches each."""
     from ..scale.distributed import full_batch_gradients, make_mlp

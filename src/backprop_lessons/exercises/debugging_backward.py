@@ -54,7 +54,7 @@ def _passes_gradcheck(function, *inputs) -> bool:
     return torch.autograd.gradcheck(function.apply, inputs, raise_exception=False)
 
 
-def check_softmax_function(function, exercise: int = 1) -> Verdict:
+def check_softmax_function(function, *, exercise: int) -> Verdict:
     """function: a torch.autograd.Function whose forward is a row softmax of
     z (B, K); its backward must pass gradcheck."""
     import torch
@@ -82,7 +82,7 @@ def check_softmax_function(function, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, function)
 
 
-def check_linear_function(function, exercise: int = 2) -> Verdict:
+def check_linear_function(function, *, exercise: int) -> Verdict:
     """function: a torch.autograd.Function for y = x W^T + b; its backward
     must pass gradcheck with a square W and with a (2, 3) one."""
     import torch
@@ -109,7 +109,7 @@ def check_linear_function(function, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, function)
 
 
-def check_accumulate(accumulate, exercise: int = 3) -> Verdict:
+def check_accumulate(accumulate, *, exercise: int) -> Verdict:
     """accumulate(model, x, y, micro_batches) must leave in every `.grad` the
     gradient of the MSE over the whole batch, whatever was there before."""
     import torch

@@ -67,7 +67,7 @@ def _installed(name: str, rule):
         fm.jvp_rules[name] = saved
 
 
-def check_jvp_rule(rule, exercise: int = 1) -> Verdict:
+def check_jvp_rule(rule, *, exercise: int) -> Verdict:
     """rule((x,), (x_dot,)) -> (sigmoid(x), its tangent): full Jacobians of a
     function with sigmoid inside other operations must equal reverse mode,
     and a zero tangent must give a zero tangent."""
@@ -100,7 +100,7 @@ def check_jvp_rule(rule, exercise: int = 1) -> Verdict:
 
 
 def check_directional_derivative(
-    directional_derivative, exercise: int = 2
+    directional_derivative, *, exercise: int
 ) -> Verdict:
     """directional_derivative(f, xs, v) must return grad f . v with exactly
     one pass of f."""
@@ -123,7 +123,7 @@ def check_directional_derivative(
     return run_check(exercise, check, directional_derivative)
 
 
-def check_passes_per_step(passes_per_step, exercise: int = 3) -> Verdict:
+def check_passes_per_step(passes_per_step, *, exercise: int) -> Verdict:
     """passes_per_step(P, method) for the four methods, against the counts
     of real runs (a backward pass counts as one pass) and the 4,064-parameter
     totals of 500 steps."""

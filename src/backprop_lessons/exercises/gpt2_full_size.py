@@ -1,18 +1,15 @@
-"""Self-checks for the exercises of "GPT-2 at its real size" (chapter 9).
+"""Checks for the exercises of "GPT-2 at its real size" (chapter 9).
 
-Each check takes the reader's function as its argument, runs it on cases it
-builds itself and prints one line:
+    check_parameter_count(count, exercise=N)        parameters of a config
+    check_attention_crossover(crossover, exercise=N) T where attention
+                                                     costs as much as the
+                                                     matmul layers
+    check_to_hf_state_dict(to_hf_state_dict, exercise=N)
+                                                     the loader, backwards
 
-    Exercise N: not attempted yet - ...      the function is still a stub
-                                             (raises NotImplementedError or
-                                             returns ... or None)
-    Exercise N: not yet - <what is wrong>    an answer that does not fit
-    Exercise N: correct
-
-and returns None (so that a check at the end of a cell prints only that
-line).  Nothing here reads notebook globals.  Exercise 3's check runs
-transformers' model, so it imports torch and transformers when it gets
-that far.
+Each prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+Exercise 3's check runs transformers' model, so it imports torch and
+transformers when it gets that far.
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
@@ -30,6 +27,8 @@ from ..gpt import (
     load_hf_gpt2,
     parameter_shapes,
 )
+from ..gpt.hf_checkpoint import hf_shapes
+from .checking import NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
 __all__ = [
@@ -55,115 +54,79 @@ def _gpt2_config(L: int, NH: int, C: int) -> GPTConfig:
     )
 
 
-def _attempt(n: int, fn, *args):
-    """(answered, value) of fn(*args); a stub (NotImplementedError, ... or
-    None) has not been answered."""
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        value = None
-    if value is None or value is Ellipsis:
-        name = getattr(fn, "__name__", "the function")
-        print(f"Exercise {n}: not attempted yet - write {name} and run its cell")
-        return False, None
-    return True, value
-
-
 # ---- Exercise 1 ----------------------------------------------------------------
 
 
-def check_parameter_count(count) -> None:
-    """Exercise 1: count(config) -> the number of parameters of a GPT-2
-    shaped config.
+def check_parameter_count(count, *, exercise: int) -> Verdict:
+    """count(config) -> the number of parameters of a GPT-2 shaped config.
 
     Compared with the shapes of model.parameter_shapes for the four GPT-2
     sizes and a few small configurations.
     """
-    configs = [_gpt2_config(*sizes) for sizes in GPT2_SIZES.values()]
-    configs += [GPTConfig(28, 32, 2, 4, 32), GPTConfig(5, 3, 1, 1, 2)]
-    for config in configs:
-        answered, got = _attempt(1, count, config)
-        if not answered:
-            return
-        expected = sum(
-            math.prod(shape) for shape in parameter_shapes(config).values()
+
+    def check(count):
+        todo = (
+            f"write {getattr(count, '__name__', 'the function')} and run its cell"
         )
-        if got != expected:
-            per_block = 12 * config.n_embd**2 + 13 * config.n_embd
-            hint = (
-                " (is wte counted twice? The LM head shares it)"
-                if got == expected + config.vocab_size * config.n_embd
-                else f" (a block holds 12 C^2 + 13 C = {per_block:,} parameters)"
+        configs = [_gpt2_config(*sizes) for sizes in GPT2_SIZES.values()]
+        configs += [GPTConfig(28, 32, 2, 4, 32), GPTConfig(5, 3, 1, 1, 2)]
+        for config in configs:
+            got = attempt(count, config, todo=todo)
+            expected = sum(
+                math.prod(shape) for shape in parameter_shapes(config).values()
             )
-            print(
-                f"Exercise 1: not yet - for {config} expected {expected:,}, "
-                f"got {got!r}{hint}"
-            )
-            return
-    print("Exercise 1: correct")
+            if got != expected:
+                per_block = 12 * config.n_embd**2 + 13 * config.n_embd
+                hint = (
+                    " (is wte counted twice? The LM head shares it)"
+                    if got == expected + config.vocab_size * config.n_embd
+                    else f" (a block holds 12 C^2 + 13 C = {per_block:,} "
+                    "parameters)"
+                )
+                raise NotYet(
+                    f"for {config} expected {expected:,}, got {got!r}{hint}"
+                )
+
+    return run_check(exercise, check, count)
 
 
 # ---- Exercise 2 ----------------------------------------------------------------
 
 
-def check_attention_crossover(crossover) -> None:
-    """Exercise 2: crossover(config) -> the context length T at which attention's
-    FLOPs per token equal those of the matmul layers.
+def check_attention_crossover(crossover, *, exercise: int) -> Verdict:
+    """crossover(config) -> the context length T at which attention's FLOPs
+    per token equal those of the matmul layers.
 
     Per token, training: 6 N_mm for the matmul layers (N_mm = L 12 C^2 + V C)
     and 12 L T C for q k^T and att v; equal at T = N_mm / (2 L C).
     """
-    for sizes in GPT2_SIZES.values():
-        config = _gpt2_config(*sizes)
-        answered, got = _attempt(2, crossover, config)
-        if not answered:
-            return
-        L, C, V = config.n_layer, config.n_embd, config.vocab_size
-        expected = (12 * L * C * C + V * C) / (2 * L * C)
-        if (
-            not isinstance(got, (int, float, np.number))
-            or abs(got - expected) > 1.0
-        ):
-            hint = (
-                " (did you leave out the LM head, V x C?)"
-                if isinstance(got, (int, float, np.number))
-                and abs(got - 6 * C) <= 1.0
-                else ""
-            )
-            print(
-                f"Exercise 2: not yet - for n_layer={L}, n_embd={C} expected "
-                f"about "
-                f"{expected:,.0f}, got {got!r}{hint}"
-            )
-            return
-    print("Exercise 2: correct")
+
+    def check(crossover):
+        todo = (
+            f"write {getattr(crossover, '__name__', 'the function')} and run "
+            "its cell"
+        )
+        for sizes in GPT2_SIZES.values():
+            config = _gpt2_config(*sizes)
+            got = attempt(crossover, config, todo=todo)
+            L, C, V = config.n_layer, config.n_embd, config.vocab_size
+            expected = (12 * L * C * C + V * C) / (2 * L * C)
+            number = isinstance(got, (int, float, np.number))
+            if not number or abs(got - expected) > 1.0:
+                hint = (
+                    " (did you leave out the LM head, V x C?)"
+                    if number and abs(got - 6 * C) <= 1.0
+                    else ""
+                )
+                raise NotYet(
+                    f"for n_layer={L}, n_embd={C} expected about "
+                    f"{expected:,.0f}, got {got!r}{hint}"
+                )
+
+    return run_check(exercise, check, crossover)
 
 
 # ---- Exercise 3 ----------------------------------------------------------------
-
-
-def _expected_hf_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
-    """GPT-2's keys (as save_pretrained writes them) and shapes for `config`."""
-    V, maxT, C = config.vocab_size, config.block_size, config.n_embd
-    per_layer = {
-        "ln_1.weight": (C,),
-        "ln_1.bias": (C,),
-        "attn.c_attn.weight": (C, 3 * C),
-        "attn.c_attn.bias": (3 * C,),
-        "attn.c_proj.weight": (C, C),
-        "attn.c_proj.bias": (C,),
-        "ln_2.weight": (C,),
-        "ln_2.bias": (C,),
-        "mlp.c_fc.weight": (C, 4 * C),
-        "mlp.c_fc.bias": (4 * C,),
-        "mlp.c_proj.weight": (4 * C, C),
-        "mlp.c_proj.bias": (C,),
-    }
-    shapes = {"wte.weight": (V, C), "wpe.weight": (maxT, C)}
-    for l in range(config.n_layer):
-        shapes.update({f"h.{l}.{k}": s for k, s in per_layer.items()})
-    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
-    return shapes
 
 
 def _hf_config(config: GPTConfig) -> dict:
@@ -176,9 +139,8 @@ def _hf_config(config: GPTConfig) -> dict:
     }
 
 
-def check_to_hf_state_dict(to_hf_state_dict) -> None:
-    """Exercise 3: to_hf_state_dict(params, config) -> GPT-2's state dict of
-    NumPy arrays.
+def check_to_hf_state_dict(to_hf_state_dict, *, exercise: int) -> Verdict:
+    """to_hf_state_dict(params, config) -> GPT-2's state dict of NumPy arrays.
 
     Checked in four steps, each with its own message: the keys (as
     save_pretrained writes them: 'wte.weight', 'h.0.attn.c_attn.weight',
@@ -186,60 +148,54 @@ def check_to_hf_state_dict(to_hf_state_dict) -> None:
     load_hf_gpt2, and transformers' GPT2LMHeadModel loaded with the state
     dict, whose logits must equal gpt_forward's (float64).
     """
-    config = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8)
-    rng = np.random.default_rng(0)
-    params = {
-        k: v + 0.1 * rng.standard_normal(v.shape)
-        for k, v in init_params(config, dtype=np.float64).items()
-    }
-    answered, state = _attempt(
-        3, to_hf_state_dict, {k: v.copy() for k, v in params.items()}, config
-    )
-    if not answered:
-        return
-    if not isinstance(state, dict):
-        print(
-            f"Exercise 3: not yet - expected a dict of arrays, got "
-            f"{type(state).__name__}"
+
+    def check(to_hf_state_dict):
+        config = GPTConfig(
+            vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8
         )
-        return
-    expected = _expected_hf_shapes(config)
-    missing, extra = (
-        sorted(set(expected) - set(state)),
-        sorted(set(state) - set(expected)),
-    )
-    if missing or extra:
-        print(
-            f"Exercise 3: not yet - missing keys {missing[:3]}, unexpected "
-            f"keys {extra[:3]}"
+        rng = np.random.default_rng(0)
+        params = {
+            k: v + 0.1 * rng.standard_normal(v.shape)
+            for k, v in init_params(config, dtype=np.float64).items()
+        }
+        todo = (
+            f"write {getattr(to_hf_state_dict, '__name__', 'the function')} "
+            "and run its cell"
         )
-        return
-    for key, shape in expected.items():
-        if np.shape(state[key]) != shape:
-            print(
-                f"Exercise 3: not yet - {key} has shape {np.shape(state[key])}, "
-                f"GPT-2 stores it as {shape}"
+        state = attempt(
+            to_hf_state_dict,
+            {k: v.copy() for k, v in params.items()},
+            config,
+            todo=todo,
+        )
+        if not isinstance(state, dict):
+            raise NotYet(f"expected a dict of arrays, got {type(state).__name__}")
+        expected = hf_shapes(config)
+        missing = sorted(set(expected) - set(state))
+        extra = sorted(set(state) - set(expected))
+        if missing or extra:
+            raise NotYet(
+                f"missing keys {missing[:3]}, unexpected keys {extra[:3]}"
             )
-            return
-    state = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
-    _, back = load_hf_gpt2(state, dtype=np.float64, config=_hf_config(config))
-    wrong = [
-        name for name in params if not np.array_equal(back[name], params[name])
-    ]
-    if wrong:
-        print(
-            f"Exercise 3: not yet - loading your state dict back gives other "
-            f"values for {', '.join(wrong)} (a square weight transposed the "
-            f"wrong way keeps its shape)"
-        )
-        return
-    if not _transformers_logits_match(state, config, params, rng):
-        print(
-            "Exercise 3: not yet - transformers' model computes other logits "
-            "from it"
-        )
-        return
-    print("Exercise 3: correct")
+        for key, shape in expected.items():
+            if np.shape(state[key]) != shape:
+                raise NotYet(
+                    f"{key} has shape {np.shape(state[key])}, GPT-2 stores "
+                    f"it as {shape}"
+                )
+        state = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
+        _, back = load_hf_gpt2(state, dtype=np.float64, config=_hf_config(config))
+        wrong = [n for n in params if not np.array_equal(back[n], params[n])]
+        if wrong:
+            raise NotYet(
+                f"loading your state dict back gives other values for "
+                f"{', '.join(wrong)} (a square weight transposed the wrong "
+                "way keeps its shape)"
+            )
+        if not _transformers_logits_match(state, config, params, rng):
+            raise NotYet("transformers' model computes other logits from it")
+
+    return run_check(exercise, check, to_hf_state_dict)
 
 
 def _transformers_logits_match(state, config, params, rng) -> bool:

@@ -376,7 +376,7 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
     )
 
 
-def check_layernorm_backward(fn, exercise: int = 1) -> Verdict:
+def check_layernorm_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dweight, dbias, dout, cache), like `layers.layernorm_backward`:
     it must add the three gradients into the buffers."""
 
@@ -470,7 +470,7 @@ def _gelu_case(rng, B: int, T: int, C: int) -> _Case:
     )
 
 
-def check_gelu_backward(fn, exercise: int = 2) -> Verdict:
+def check_gelu_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dout, cache), like `layers.gelu_backward` (the tanh GELU):
     it must add dinp into its buffer."""
 
@@ -562,7 +562,7 @@ def _crossentropy_case(rng, B: int, T: int, V: int) -> _Case:
     )
 
 
-def check_crossentropy_softmax_backward(fn, exercise: int = 3) -> Verdict:
+def check_crossentropy_softmax_backward(fn, *, exercise: int) -> Verdict:
     """fn(dlogits, dloss, cache), like `layers.crossentropy_softmax_backward`:
     it must add dlogits into its buffer."""
 
@@ -646,15 +646,9 @@ def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> _Case:
     _, cache = attention_forward(inp, NH)
 
     def forward(inp):
-        import torch
+        from ..gpt.reference import torch_attention
 
-        q, k, v = (
-            t.view(B, T, NH, hs).transpose(1, 2) for t in inp.split(C, dim=2)
-        )
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        return (att @ v).transpose(1, 2).reshape(B, T, C)
+        return torch_attention(inp, NH)
 
     right = _torch_vjp(forward, {"inp": inp}, dout)["inp"]
     heads = (
@@ -718,7 +712,7 @@ def _wrong_thirds(name, added, right) -> str:
     return f"its {listed}{wrong[-1]} {parts} wrong"
 
 
-def check_attention_backward(fn, exercise: int = 4) -> Verdict:
+def check_attention_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dout, cache), like `layers.attention_backward` (causal,
     multi-head, on the qkv matmul's output): it must add dinp (B, T, 3C)."""
 
@@ -797,7 +791,7 @@ def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> _Case:
     )
 
 
-def check_encoder_backward(fn, exercise: int = 5) -> Verdict:
+def check_encoder_backward(fn, *, exercise: int) -> Verdict:
     """fn(dwte, dwpe, dout, cache), like `layers.encoder_backward`: it must add
     the embeddings' gradients into the buffers (the cache is inp (B, T); its
     tokens repeat, and T is shorter than wpe)."""
@@ -902,7 +896,7 @@ def _matmul_case(
     )
 
 
-def check_matmul_backward(fn, exercise: int = 6) -> Verdict:
+def check_matmul_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dweight, dbias, dout, cache), like `layers.matmul_backward`
     (out = inp @ weight^T + bias, weight (OC, C)): it must add the three
     gradients, and skip dbias when it is None (a matmul without bias, like
@@ -977,7 +971,7 @@ def _wte_parts(params, config, idx, targets):
     return tp["lm_head"].grad.numpy(), tp["wte"].grad.numpy()
 
 
-def check_gpt_backward(fn, exercise: int = 7) -> Verdict:
+def check_gpt_backward(fn, *, exercise: int) -> Verdict:
     """fn(params, config, cache) -> a dict of gradients, one per parameter,
     like `model.gpt_backward`: compared with PyTorch's autograd on a whole
     2-layer model in float64 (`cache` from the book's `gpt_forward`).  When

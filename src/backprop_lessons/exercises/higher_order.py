@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..gradcheck import directional_derivative
 from ..tensor import Tensor, cross_entropy, grad
 from .checking import NotYet, Verdict, attempt, close, run_check
 from .questions import Choice, Number
@@ -53,7 +54,7 @@ def _gradient(loss_fn, arrays):
     return [g.data for g in grad(loss_fn(params), params)]
 
 
-def check_hvp(hvp, exercise: int = 1) -> Verdict:
+def check_hvp(hvp, *, exercise: int) -> Verdict:
     """hvp(loss_fn, arrays, vs) -> a list of arrays H v (one per parameter),
     with H the Hessian of loss_fn(params) at `arrays`; checked against
     centered differences of the gradient along v."""
@@ -69,10 +70,19 @@ def check_hvp(hvp, exercise: int = 1) -> Verdict:
         out = [o.data if isinstance(o, Tensor) else o for o in out]
         if len(out) != len(arrays):
             raise NotYet(f"return one array per parameter ({len(arrays)})")
-        eps = 1e-5
-        plus = _gradient(loss_fn, [a + eps * v for a, v in zip(arrays, vs)])
-        minus = _gradient(loss_fn, [a - eps * v for a, v in zip(arrays, vs)])
-        reference = [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+        # H v: the gradient's change along v, by centered differences
+        flat = directional_derivative(
+            lambda moved: np.concatenate(
+                [g.ravel() for g in _gradient(loss_fn, moved)]
+            ),
+            arrays,
+            vs,
+            eps=1e-5,
+        )
+        splits = np.cumsum([a.size for a in arrays])[:-1]
+        reference = [
+            r.reshape(a.shape) for r, a in zip(np.split(flat, splits), arrays)
+        ]
         g = _gradient(loss_fn, arrays)
         if all(close(o, gi, 1e-9) for o, gi in zip(out, g)):
             raise NotYet(
@@ -96,7 +106,7 @@ def check_hvp(hvp, exercise: int = 1) -> Verdict:
 
 
 def check_clipped_mean_gradient(
-    clipped_mean_gradient, exercise: int = 2
+    clipped_mean_gradient, *, exercise: int
 ) -> Verdict:
     """clipped_mean_gradient(loss_one, params, X, y, C) -> a dict name ->
     tensor: the mean over the batch of each example's gradient, scaled so

@@ -40,7 +40,7 @@ def _pair(result, names: str):
     return result
 
 
-def check_matmul_vjp(matmul_vjp, exercise: int = 1) -> Verdict:
+def check_matmul_vjp(matmul_vjp, *, exercise: int) -> Verdict:
     """matmul_vjp(G, X, W) -> (dX, dW) for Z = X @ W, compared with PyTorch
     in float64 on a non-square W (a wrong product fails on its shape) and on
     a square one (where only the values can tell)."""
@@ -76,7 +76,7 @@ def check_matmul_vjp(matmul_vjp, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, matmul_vjp)
 
 
-def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 2) -> Verdict:
+def check_shared_weight_vjp(shared_weight_vjp, *, exercise: int) -> Verdict:
     """shared_weight_vjp(G, X, W) -> (dX, dW) for Z = X @ W with X (B, T, n)
     and one W (n, k), compared with PyTorch."""
     import torch
@@ -107,7 +107,7 @@ def check_shared_weight_vjp(shared_weight_vjp, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, shared_weight_vjp)
 
 
-def check_linear_backward(linear_backward, exercise: int = 3) -> Verdict:
+def check_linear_backward(linear_backward, *, exercise: int) -> Verdict:
     """linear_backward(G, X, W) -> (dX, dW, db) for Y = X @ W + b, checked
     by centered differences on a square W, where the shapes cannot give a
     wrong formula away."""
@@ -136,7 +136,7 @@ def check_linear_backward(linear_backward, exercise: int = 3) -> Verdict:
     return run_check(exercise, check, linear_backward)
 
 
-def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 4) -> Verdict:
+def check_logsumexp_vjp(logsumexp_vjp, *, exercise: int) -> Verdict:
     """logsumexp_vjp(g, z) -> (B, C): the VJP of log(sum(exp(z))) over the
     last axis, compared with PyTorch, also for logits near 1000."""
     import torch
@@ -166,7 +166,7 @@ def check_logsumexp_vjp(logsumexp_vjp, exercise: int = 4) -> Verdict:
     return run_check(exercise, check, logsumexp_vjp)
 
 
-def check_unbroadcast(my_unbroadcast, exercise: int = 5) -> Verdict:
+def check_unbroadcast(my_unbroadcast, *, exercise: int) -> Verdict:
     """my_unbroadcast(grad, shape) must sum a (2, 3, 4) gradient back to
     seven shapes exactly as the package's `unbroadcast` does."""
 

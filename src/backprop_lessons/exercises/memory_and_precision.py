@@ -28,7 +28,7 @@ def _state(scores, values):
     return m, e.sum(axis=-1, keepdims=True), e @ values  # l (R, 1), o (R, D)
 
 
-def check_merge(merge, exercise: int = 1) -> Verdict:
+def check_merge(merge, *, exercise: int) -> Verdict:
     """merge((m1, l1, o1), (m2, l2, o2)) -> (m, l, o): the state of the
     online softmax over the union of two disjoint sets of keys."""
 
@@ -69,7 +69,7 @@ def check_merge(merge, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, merge)
 
 
-def check_unscale_or_skip(unscale_or_skip, exercise: int = 2) -> Verdict:
+def check_unscale_or_skip(unscale_or_skip, *, exercise: int) -> Verdict:
     """unscale_or_skip(grads, scale) -> (grads / scale or None, new scale):
     the unscaled gradients and the same scale when every gradient is
     finite, else None (skip the step) and half the scale."""

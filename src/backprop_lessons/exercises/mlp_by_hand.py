@@ -97,7 +97,7 @@ def _intermediate_row(name: str, shape: str, diff: str, close_: str) -> str:
     return f"{name:<5} {shape:<8} {diff:<17} {close_}"
 
 
-def check_mlp_intermediates(grads, model, X, Y, exercise: int = 1) -> Verdict:
+def check_mlp_intermediates(grads, model, X, Y, *, exercise: int) -> Verdict:
     """grads: the reader's gradients by name (dZ3, dW3, db3, dH2, dZ2, dW2,
     db2, dH1, dZ1, dW1, db1; see INTERMEDIATES), each an array, or `...`
     while not written yet.  Each is compared with PyTorch's retained
@@ -211,7 +211,7 @@ def _model_and_batch(seed: int):
     return model, X, one_hot(y, 3)
 
 
-def check_mlp_backward(backward_fn, exercise: int = 1) -> Verdict:
+def check_mlp_backward(backward_fn, *, exercise: int) -> Verdict:
     """backward_fn(model, Y) -> a dict of gradients for every parameter,
     read from `model.cache` after `model.forward(X)`."""
 
@@ -238,7 +238,7 @@ def check_mlp_backward(backward_fn, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, backward_fn)
 
 
-def check_input_gradient(input_gradient, exercise: int = 2) -> Verdict:
+def check_input_gradient(input_gradient, *, exercise: int) -> Verdict:
     """input_gradient(model, Y) -> dL/dX (B, d0) for the cached batch."""
 
     def check(input_gradient):
@@ -266,7 +266,7 @@ def check_input_gradient(input_gradient, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, input_gradient)
 
 
-def check_tanh_ratio(answer, exercise: int = 3) -> Verdict:
+def check_tanh_ratio(answer, *, exercise: int) -> Verdict:
     """answer = {"tanh_ratio": the measured per-layer ratio of a 20-layer
     tanh net (Xavier, width 64, seed 0), "vanishes": True or False}."""
 

@@ -73,7 +73,7 @@ def _check_backward(backward, forward, expected, todo, args, sizes):
             )
 
 
-def check_all_gather_backward(all_gather_backward, exercise: int = 1) -> Verdict:
+def check_all_gather_backward(all_gather_backward, *, exercise: int) -> Verdict:
     """all_gather_backward(ws) -> dxs, ws[r] the cotangent of rank r's
     gathered output (world * n entries), dxs[r] that of rank r's input (n)."""
 
@@ -95,7 +95,7 @@ def check_all_gather_backward(all_gather_backward, exercise: int = 1) -> Verdict
     return run_check(exercise, check, all_gather_backward)
 
 
-def check_broadcast_backward(broadcast_backward, exercise: int = 2) -> Verdict:
+def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
     """broadcast_backward(ws, src) -> dxs for y_r = x_src on every rank."""
 
     def expected(ws, src):

@@ -51,7 +51,7 @@ def _grads_after(order_fn, build) -> list[float]:
     return [v.grad for v in topological_order(root)]
 
 
-def check_depth(depth, exercise: int = 1) -> Verdict:
+def check_depth(depth, *, exercise: int) -> Verdict:
     """depth(root): the number of operations on the longest path from a leaf
     to root (a leaf has depth 0)."""
 
@@ -75,7 +75,7 @@ def check_depth(depth, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, depth)
 
 
-def check_order_function(order_fn, exercise: int = 2) -> Verdict:
+def check_order_function(order_fn, *, exercise: int) -> Verdict:
     """order_fn(root) must list every value once, each after its inputs, so
     that backward in that order gives the engine's gradients."""
 
@@ -99,7 +99,7 @@ def check_order_function(order_fn, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, order_fn)
 
 
-def check_readiness_backward(backward_fn, exercise: int = 3) -> Verdict:
+def check_readiness_backward(backward_fn, *, exercise: int) -> Verdict:
     """backward_fn(root) must fill in every gradient, as `root.backward()`
     does, processing a node once all of its users have pushed into it."""
 

@@ -38,7 +38,7 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 
 
-def check_softplus(softplus, exercise: int = 1) -> Verdict:
+def check_softplus(softplus, *, exercise: int) -> Verdict:
     """softplus(v) must return one new Value whose only input is v, with
     value ln(1 + e^x) and a gradient that matches centered differences, also
     at x = 800, where e^x overflows a float (so the formula must not form
@@ -70,7 +70,7 @@ def check_softplus(softplus, exercise: int = 1) -> Verdict:
     return run_check(exercise, check, softplus)
 
 
-def check_divide(divide, exercise: int = 2) -> Verdict:
+def check_divide(divide, *, exercise: int) -> Verdict:
     """divide(a, b) on two Values must give a / b and gradients that match
     centered differences, at three points."""
 
@@ -103,7 +103,7 @@ def check_divide(divide, exercise: int = 2) -> Verdict:
     return run_check(exercise, check, divide)
 
 
-def check_hand_gradients(answer, exercise: int = 3) -> Verdict:
+def check_hand_gradients(answer, *, exercise: int) -> Verdict:
     """`answer` = {"a": dh/da, "b": dh/db} for h = a*b + b**2 at a = -2,
     b = 3, compared with the engine's gradients."""
 

@@ -16,7 +16,6 @@ Import `reference` explicitly when you want PyTorch:
 `from backprop_lessons.gpt import reference`.
 """
 
-from .hf_checkpoint import load_hf_gpt2  # Hugging Face GPT-2 checkpoints (ch. 9)
 from .model import (
     PARAMETER_TABLE,
     GPTConfig,
@@ -39,3 +38,13 @@ __all__ = [
     "gpt_backward",
     "load_hf_gpt2",
 ]
+
+
+def __getattr__(name: str):
+    """`load_hf_gpt2` (chapter 9) loads its module on first use, so that the
+    model and its layers load nothing of the checkpoint machinery."""
+    if name == "load_hf_gpt2":
+        from .hf_checkpoint import load_hf_gpt2
+
+        return load_hf_gpt2
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

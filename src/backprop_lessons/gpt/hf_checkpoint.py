@@ -56,6 +56,7 @@ from .checks import CheckTable
 from .layers import LAYERNORM_EPS
 from .model import (
     PARAMETER_TABLE,
+    PARAMETERS,
     GPTConfig,
     check_params,
     parameter_shapes,
@@ -65,12 +66,27 @@ __all__ = [
     "load_hf_gpt2",
     "config_from_hf",
     "CONV1D_PARAMETERS",
+    "hf_shapes",
     "format_against_tolerance",
     "hub_is_reachable",
 ]
 
 # Parameters that GPT-2 keeps in Conv1D modules, stored (in, out).
-CONV1D_PARAMETERS = ("qkvw", "attprojw", "fcw", "fcprojw")
+#: The weights GPT-2 stores transposed, (in, out) (its `Conv1D` layers).
+CONV1D_PARAMETERS = tuple(p.name for p in PARAMETERS if p.conv1d)
+
+
+def hf_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """GPT-2's keys (as `save_pretrained` writes them, without the
+    `transformer.` prefix) and their shapes in its layout, for `config`."""
+    shapes = {}
+    for p in PARAMETERS:
+        dims = p.dims(config)[1:] if p.per_block else p.dims(config)
+        dims = dims[::-1] if p.conv1d else dims
+        blocks = range(config.n_layer) if p.per_block else [None]
+        shapes.update({p.hf_key.format(l=l): dims for l in blocks})
+    return shapes
+
 
 # Activations that are the tanh approximation of GELU, under transformers' names.
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")

@@ -27,11 +27,19 @@ nanoGPT (model.py); Radford et al. 2019.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..numerics import instance_of, positive_int, token_ids
+from ..validate import (
+    flag,
+    instance_of,
+    named_arrays,
+    positive_int,
+    token_batch,
+    token_ids,
+)
 from .layers import (
     attention_backward,
     attention_forward,
@@ -53,6 +61,8 @@ from .layers import (
 
 __all__ = [
     "GPTConfig",
+    "Parameter",
+    "PARAMETERS",
     "PARAMETER_TABLE",
     "BLOCK_PARAMETERS",
     "parameter_shapes",
@@ -86,63 +96,99 @@ class GPTConfig:
             )
 
 
-# One ordered table of parameters (llm.c's order): the name and the matching
-# key of the Hugging Face GPT-2 checkpoint (per block h.{l}.; the checkpoint
-# stores Conv1D weights transposed, (in, out)).  The shapes are written once,
-# in `parameter_shapes`; the comments repeat them in the legend's letters.
+@dataclass(frozen=True)
+class Parameter:
+    """One row of the parameter table.
+
+    name      llm.c's name, the key of `params` and of the gradients
+    shape     in the legend's letters; a leading L means one per block,
+              stacked ("L, 3C, C": block l's weight is params["qkvw"][l])
+    hf_key    the key of a Hugging Face GPT-2 checkpoint (h.{l}. per block)
+    split     how tensor parallelism (Megatron) cuts it: "column" (the rows
+              of the weight and the bias), "row" (the columns of the
+              weight) or "" (every rank holds it whole)
+    """
+
+    name: str
+    shape: str
+    hf_key: str
+    split: str = ""
+
+    @property
+    def per_block(self) -> bool:
+        return self.shape.startswith("L,")
+
+    @property
+    def matrix(self) -> bool:
+        """A weight matrix or an embedding (2 axes, per block or not)."""
+        return self.shape.count(",") - self.per_block == 1
+
+    @property
+    def decayed(self) -> bool:
+        """AdamW's weight decay applies (to matrices only, as in nanoGPT)."""
+        return self.matrix
+
+    @property
+    def conv1d(self) -> bool:
+        """GPT-2's checkpoint stores it transposed, (in, out): its linear
+        layers are `Conv1D` modules."""
+        return self.per_block and self.matrix
+
+    def dims(self, config: GPTConfig) -> tuple[int, ...]:
+        """The shape in numbers, for `config`."""
+        sizes = {
+            "V": config.vocab_size,
+            "maxT": config.block_size,
+            "C": config.n_embd,
+            "L": config.n_layer,
+        }
+        dims = []
+        for axis in self.shape.split(","):
+            factor, letter = re.fullmatch(r"\s*(\d*)(\w+)\s*", axis).groups()
+            dims.append(int(factor or 1) * sizes[letter])
+        return tuple(dims)
+
+
+# The one table of parameters, in llm.c's order.  Everything else that
+# names them derives from it: `parameter_shapes`, `BLOCK_PARAMETERS`, the
+# checkpoint's keys and layout (hf_checkpoint), the weight decay
+# (train.AdamW), the tensor-parallel split (scale.tensor_parallel).
 # fmt: off
-PARAMETER_TABLE = [
-    ("wte",      "wte.weight"),                # (V, C)
-    ("wpe",      "wpe.weight"),                # (maxT, C)
-    ("ln1w",     "h.{l}.ln_1.weight"),         # (L, C)
-    ("ln1b",     "h.{l}.ln_1.bias"),           # (L, C)
-    ("qkvw",     "h.{l}.attn.c_attn.weight"),  # (L, 3C, C)
-    ("qkvb",     "h.{l}.attn.c_attn.bias"),    # (L, 3C)
-    ("attprojw", "h.{l}.attn.c_proj.weight"),  # (L, C, C)
-    ("attprojb", "h.{l}.attn.c_proj.bias"),    # (L, C)
-    ("ln2w",     "h.{l}.ln_2.weight"),         # (L, C)
-    ("ln2b",     "h.{l}.ln_2.bias"),           # (L, C)
-    ("fcw",      "h.{l}.mlp.c_fc.weight"),     # (L, 4C, C)
-    ("fcb",      "h.{l}.mlp.c_fc.bias"),       # (L, 4C)
-    ("fcprojw",  "h.{l}.mlp.c_proj.weight"),   # (L, C, 4C)
-    ("fcprojb",  "h.{l}.mlp.c_proj.bias"),     # (L, C)
-    ("lnfw",     "ln_f.weight"),               # (C,)
-    ("lnfb",     "ln_f.bias"),                 # (C,)
-]
+PARAMETERS = (
+    Parameter("wte",      "V, C",     "wte.weight"),
+    Parameter("wpe",      "maxT, C",  "wpe.weight"),
+    Parameter("ln1w",     "L, C",     "h.{l}.ln_1.weight"),
+    Parameter("ln1b",     "L, C",     "h.{l}.ln_1.bias"),
+    Parameter("qkvw",     "L, 3C, C", "h.{l}.attn.c_attn.weight", "column"),
+    Parameter("qkvb",     "L, 3C",    "h.{l}.attn.c_attn.bias",   "column"),
+    Parameter("attprojw", "L, C, C",  "h.{l}.attn.c_proj.weight", "row"),
+    Parameter("attprojb", "L, C",     "h.{l}.attn.c_proj.bias"),
+    Parameter("ln2w",     "L, C",     "h.{l}.ln_2.weight"),
+    Parameter("ln2b",     "L, C",     "h.{l}.ln_2.bias"),
+    Parameter("fcw",      "L, 4C, C", "h.{l}.mlp.c_fc.weight",    "column"),
+    Parameter("fcb",      "L, 4C",    "h.{l}.mlp.c_fc.bias",      "column"),
+    Parameter("fcprojw",  "L, C, 4C", "h.{l}.mlp.c_proj.weight",  "row"),
+    Parameter("fcprojb",  "L, C",     "h.{l}.mlp.c_proj.bias"),
+    Parameter("lnfw",     "C",        "ln_f.weight"),
+    Parameter("lnfb",     "C",        "ln_f.bias"),
+)
 # fmt: on
 
-# The parameters of one transformer block: the table's names stacked along L.
-BLOCK_PARAMETERS = ("ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb")
-BLOCK_PARAMETERS += ("ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb")
+#: (name, GPT-2 key) pairs, the table as chapter 6 prints it.
+PARAMETER_TABLE = [(p.name, p.hf_key) for p in PARAMETERS]
+
+#: The parameters of one transformer block: the table's names stacked along L.
+BLOCK_PARAMETERS = tuple(p.name for p in PARAMETERS if p.per_block)
 
 
 def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
-    """Name -> shape for every parameter, in the order of PARAMETER_TABLE.
+    """Name -> shape for every parameter, in the order of the table.
 
-    Written out once, as llm.c's `fill_in_parameter_sizes` does: the model,
-    the checkpoint loader and the distributed trainer all read them here.
+    As llm.c's `fill_in_parameter_sizes`: the model, the checkpoint loader
+    and the distributed trainer all read them here.
     """
     instance_of("parameter_shapes", "config", config, GPTConfig)
-    V, maxT, C = config.vocab_size, config.block_size, config.n_embd
-    L = config.n_layer
-    return {
-        "wte": (V, C),  # token embeddings, also the LM head
-        "wpe": (maxT, C),  # position embeddings
-        "ln1w": (L, C),
-        "ln1b": (L, C),
-        "qkvw": (L, 3 * C, C),
-        "qkvb": (L, 3 * C),
-        "attprojw": (L, C, C),
-        "attprojb": (L, C),
-        "ln2w": (L, C),
-        "ln2b": (L, C),
-        "fcw": (L, 4 * C, C),
-        "fcb": (L, 4 * C),
-        "fcprojw": (L, C, 4 * C),
-        "fcprojb": (L, C),
-        "lnfw": (C,),
-        "lnfb": (C,),
-    }
+    return {p.name: p.dims(config) for p in PARAMETERS}
 
 
 def init_params(
@@ -182,49 +228,14 @@ def num_parameters(params: dict[str, np.ndarray]) -> int:
 def check_params(params, config: GPTConfig) -> None:
     """Raise a ValueError unless `params` has exactly the table's names,
     shapes and one float dtype."""
-    shapes = parameter_shapes(config)
-    if not isinstance(params, dict) or set(params) != set(shapes):
-        got = (
-            sorted(params) if isinstance(params, dict) else type(params).__name__
-        )
-        raise ValueError(
-            f"gpt params: expected the keys {list(shapes)}, got {got}"
-        )
-    dtypes = set()
-    for name, shape in shapes.items():
-        p = params[name]
-        if not isinstance(p, np.ndarray) or p.shape != shape:
-            got = p.shape if isinstance(p, np.ndarray) else type(p).__name__
-            raise ValueError(
-                f"gpt params: {name} must be an array of shape {shape}, got {got}"
-            )
-        dtypes.add(p.dtype)
-    if len(dtypes) != 1 or not np.issubdtype(next(iter(dtypes)), np.floating):
-        raise ValueError(
-            f"gpt params: all parameters must share one float dtype, got {dtypes}"
-        )
+    named_arrays("gpt params", params, parameter_shapes(config))
 
 
 def _check_tokens(what: str, tokens, config: GPTConfig, shape=None) -> np.ndarray:
     """`tokens` as an int array of shape (B, T), every entry in [0, V),
     T <= block_size."""
     a = token_ids("gpt_forward", what, tokens, config.vocab_size)
-    if shape is not None and a.shape != shape:
-        raise ValueError(
-            f"gpt_forward: {what} must have the shape of idx {shape}, "
-            f"got {a.shape}"
-        )
-    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
-        raise ValueError(
-            f"gpt_forward: {what} must have shape (B, T) with B, T >= 1, "
-            f"got {a.shape}"
-        )
-    if a.shape[1] > config.block_size:
-        raise ValueError(
-            f"gpt_forward: sequence length T={a.shape[1]} is longer than "
-            f"block_size={config.block_size}"
-        )
-    return a
+    return token_batch("gpt_forward", what, a, config.block_size, shape)
 
 
 def gpt_forward(params, config: GPTConfig, idx, targets=None, *, fused=False):
@@ -237,8 +248,7 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None, *, fused=False):
     fused_classifier_forward (chapter 10): the (B, T, V) logits are never
     held, and `cache["logits"]` is None; `gpt_backward` follows the cache.
     """
-    if not isinstance(fused, bool):
-        raise TypeError(f"gpt_forward: fused must be a bool, got {fused!r}")
+    fused = flag("gpt_forward", "fused", fused)
     check_params(params, config)
     idx = _check_tokens("idx", idx, config)
     if targets is not None:

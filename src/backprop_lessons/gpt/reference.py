@@ -31,6 +31,7 @@ from .layers import LAYERNORM_EPS
 from .model import GPTConfig, check_params, gpt_backward, gpt_forward
 
 __all__ = [
+    "torch_attention",
     "torch_gpt_block",
     "torch_gpt_loss",
     "torch_forward_backward",
@@ -49,23 +50,32 @@ DEFAULT_TOLERANCES = {
 }
 
 
+def torch_attention(qkv: torch.Tensor, n_head: int) -> torch.Tensor:
+    """Causal multi-head attention from the qkv matmul's output, in PyTorch:
+    qkv (B, T, 3C) -> (B, T, C), as `layers.attention_forward`.  The one
+    PyTorch attention the package compares with (the model, the exercise
+    checks, tensor parallelism's blocks, which pass their own heads)."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    hs = C // n_head
+    q, k, v = (
+        t.reshape(B, T, n_head, hs).transpose(1, 2) for t in qkv.split(C, dim=2)
+    )  # (B, NH, T, hs)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, NH, T, T)
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+
+
 def torch_gpt_block(
     x: torch.Tensor, tp: dict, config: GPTConfig, l: int
 ) -> torch.Tensor:
     """Transformer block `l`: x (B, T, C) -> (B, T, C), pre-norm, as in
     `layers`."""
-    B, T, C = x.shape
-    NH = config.n_head
-    hs = C // NH
-    mask = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    C = x.shape[-1]
     h = F.layer_norm(x, (C,), tp["ln1w"][l], tp["ln1b"][l], LAYERNORM_EPS)
     qkv = F.linear(h, tp["qkvw"][l], tp["qkvb"][l])  # (B, T, 3C)
-    q, k, v = (
-        t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2)
-    )  # (B, NH, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, NH, T, T)
-    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+    y = torch_attention(qkv, config.n_head)  # (B, T, C)
     x = x + F.linear(y, tp["attprojw"][l], tp["attprojb"][l])
     h = F.layer_norm(x, (C,), tp["ln2w"][l], tp["ln2b"][l], LAYERNORM_EPS)
     h = F.gelu(

@@ -21,14 +21,9 @@ import math
 import numpy as np
 
 from ..data.corpus import CharVocab
-from ..numerics import (
-    instance_of,
-    positive_int,
-    real_number,
-    softmax,
-    token_ids,
-)
-from .model import GPTConfig, gpt_backward, gpt_forward
+from ..numerics import softmax
+from ..validate import instance_of, positive_int, real_number, token_ids
+from .model import PARAMETERS, GPTConfig, gpt_backward, gpt_forward
 
 __all__ = ["get_batch", "AdamW", "DECAYED", "train", "sample"]
 
@@ -61,8 +56,8 @@ def get_batch(data: np.ndarray, block_size: int, batch_size: int, rng):
 
 
 # Weight decay only on the matrices (as nanoGPT does), not on biases or
-# layernorm gains.
-DECAYED = frozenset({"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"})
+# layernorm gains: the table's `decayed` parameters.
+DECAYED = frozenset(p.name for p in PARAMETERS if p.decayed)
 
 
 class AdamW:
@@ -85,10 +80,11 @@ class AdamW:
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
         self.t = 0
 
-    def step(self, params, grads) -> None:
+    def step(self, params, grads, lr: float | None = None) -> None:
         """Update every parameter, and its moments m and v, in place from its
         gradient: the formula of the class docstring, in torch.optim.AdamW's
-        order of operations (p *= 1 - lr wd first)."""
+        order of operations (p *= 1 - lr wd first).  `lr`, if given, is this
+        step's learning rate (a schedule's), else the optimizer's."""
         if set(grads) != set(self.m) or set(params) != set(self.m):
             raise ValueError(
                 "AdamW.step: params and grads must have the names the optimizer "
@@ -96,7 +92,8 @@ class AdamW:
                 f"and grads {sorted(grads)}"
             )
         self.t += 1
-        b1, b2, lr, wd = self.beta1, self.beta2, self.lr, self.weight_decay
+        b1, b2, wd = self.beta1, self.beta2, self.weight_decay
+        lr = self.lr if lr is None else lr
         step_size = lr / (1 - b1**self.t)  # lr with m's bias correction
         v_correction = math.sqrt(1 - b2**self.t)  # sqrt of v's bias correction
         for name, p in params.items():

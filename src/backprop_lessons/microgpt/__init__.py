@@ -10,12 +10,27 @@
                 work on arrays)
 
 Every public name of `model` and `measure` is importable from here
-(`from backprop_lessons.microgpt import MicroGPT`).
+(`from backprop_lessons.microgpt import MicroGPT`); `measure`'s load on
+first use, so that the model alone loads no measuring helper.
 """
 
-from .measure import *  # noqa: F403
-from .measure import __all__ as _measure_all
+import importlib
+
 from .model import *  # noqa: F403
 from .model import __all__ as _model_all
 
-__all__ = [*_model_all, *_measure_all]
+__all__ = list(_model_all)  # and measure's names, on first use
+
+
+def _measure():
+    return importlib.import_module(f"{__name__}.measure")
+
+
+def __getattr__(name: str):
+    if name != "measure" and name in _measure().__all__:
+        return getattr(_measure(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return [*globals(), *_measure().__all__]

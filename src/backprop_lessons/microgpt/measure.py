@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ..gradcheck import CheckTable, compare_arrays, numerical_gradient
 from ..graph_stats import GraphCount, count_graph
-from ..numerics import instance_of
 from ..scalar import zero_grad
+from ..validate import instance_of
 from .model import (
     MicroGPT,
     MicroGPTConfig,

@@ -57,8 +57,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..data.names import load_names
-from ..numerics import instance_of, positive_int, real_number, token_ids
 from ..scalar import Value, zero_grad
+from ..validate import instance_of, positive_int, real_number, token_ids
 
 __all__ = [
     "MicroGPTConfig",

@@ -22,7 +22,8 @@ V vocab_size, NH n_head; B = 1 (one name per step, as microgpt).
     micro_forward(params, config, tokens)  -> loss, cache
     micro_backward(params, config, cache)  -> grads (same names)
     relu_forward / relu_backward
-    Adam, train, sample                    microgpt's optimizer, loop, sampler
+    train, sample                          microgpt's loop (with gpt.train.AdamW)
+                                           and sampler
     compare_with_scalar, time_scalar_vs_numpy   the checks the appendix prints
 """
 
@@ -50,9 +51,10 @@ from ..gpt.layers import (
     rmsnorm_backward,
     rmsnorm_forward,
 )
+from ..gpt.train import AdamW
 from ..gradcheck import CheckTable, compare_arrays
-from ..numerics import instance_of, positive_int, real_number, token_ids
 from ..scalar import zero_grad
+from ..validate import instance_of, positive_int, real_number, token_ids
 from .model import MicroGPT, MicroGPTConfig, NameVocab, paused_gc, train_order
 
 __all__ = [
@@ -62,7 +64,6 @@ __all__ = [
     "relu_backward",
     "micro_forward",
     "micro_backward",
-    "Adam",
     "train",
     "sample",
     "compare_with_scalar",
@@ -216,28 +217,6 @@ def micro_backward(params, config: MicroGPTConfig, cache) -> dict:
 # ---- training and sampling ---------------------------------------------------
 
 
-class Adam:
-    """microgpt.Adam on arrays: the same update in the same order of
-    operations, so equal gradients give bit-for-bit equal parameters."""
-
-    def __init__(self, lr: float = 0.01, betas=(0.85, 0.99), eps: float = 1e-8):
-        self.lr, (self.b1, self.b2), self.eps = lr, betas, eps
-        self.m, self.v, self.t = {}, {}, 0
-
-    def step(self, params: dict, grads: dict, lr: float | None = None) -> None:
-        """Update every array of `params` in place from `grads`."""
-        self.t += 1
-        lr = self.lr if lr is None else lr
-        c1, c2 = 1.0 - self.b1**self.t, 1.0 - self.b2**self.t
-        for name, p in params.items():
-            g = grads[name]
-            m = self.m.setdefault(name, np.zeros_like(p))
-            v = self.v.setdefault(name, np.zeros_like(p))
-            m[...] = self.b1 * m + (1.0 - self.b1) * g
-            v[...] = self.b2 * v + (1.0 - self.b2) * g * g
-            p -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
-
-
 def train(
     params: dict,
     config: MicroGPTConfig,
@@ -247,11 +226,13 @@ def train(
     lr: float = 0.01,
     betas=(0.85, 0.99),
     seed: int = 0,
-    optimizer: Adam | None = None,
+    optimizer: AdamW | None = None,
 ) -> list[float]:
     """microgpt.train on arrays: the same names in the same order, the same
-    decaying rate, updating `params` in place; returns every step's loss."""
-    opt = optimizer or Adam(lr, betas)
+    decaying rate, updating `params` in place; returns every step's loss.
+    The optimizer is the book's one NumPy Adam, `gpt.train.AdamW`, without
+    weight decay: microgpt's Adam, to rounding."""
+    opt = optimizer or AdamW(params, lr, betas, eps=1e-8, weight_decay=0.0)
     order = train_order(names, seed)
     losses = []
     for i in range(steps):

@@ -42,7 +42,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..gpt.model import GPTConfig
 from ..gpt.reference import torch_gpt_block, torch_gpt_loss
-from ..numerics import instance_of, positive_int
+from ..validate import instance_of, positive_int
 
 __all__ = [
     "count_flops",

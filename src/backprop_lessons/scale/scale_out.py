@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 
 from ..gpt.model import GPTConfig, parameter_shapes
+from ..gradcheck import relative_error
 from ..torch_private import ddp_buckets, trace_start_ns
 from .backward_cost import count_flops, gpt_flops_formula
 from .ddp_train import (
@@ -288,10 +289,7 @@ def throughput(
         model(torch.as_tensor(xb), torch.as_tensor(yb)).backward()
         grads.append(full_gradients(model))
         model.zero_grad(set_to_none=True)
-    agreement = max(
-        float(np.abs(grads[1][n] - g).max() / np.abs(g).max())
-        for n, g in grads[0].items()
-    )
+    agreement = max(relative_error(grads[1][n], g) for n, g in grads[0].items())
     seconds = {"1 process": [], "2 processes": []}
     for round_ in range(repeats + 1):  # round 0 warms up
         dist.barrier()

@@ -35,7 +35,6 @@ on a 1-D device mesh turns them into sharded DTensors).
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -44,7 +43,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..gpt.layers import LAYERNORM_EPS
-from ..gpt.model import PARAMETER_TABLE, GPTConfig
+from ..gpt.model import PARAMETER_TABLE, PARAMETERS, GPTConfig
+from ..gpt.reference import torch_attention
 from . import collectives
 
 __all__ = [
@@ -59,20 +59,30 @@ __all__ = [
 ]
 
 MODES = ("single", "manual", "dtensor")
-# module parameter name (inside a block) -> the book's name
-BOOK_NAMES = {
-    "ln1w": "ln1w",
-    "ln1b": "ln1b",
-    "qkv.weight": "qkvw",
-    "qkv.bias": "qkvb",
-    "attproj.weight": "attprojw",
-    "attproj.bias": "attprojb",
-    "ln2w": "ln2w",
-    "ln2b": "ln2b",
-    "fc.weight": "fcw",
-    "fc.bias": "fcb",
-    "fcproj.weight": "fcprojw",
-    "fcproj.bias": "fcprojb",
+
+
+# module parameter name (inside a block) -> the book's name: the layernorms'
+# are registered under the book's names, each linear layer is a module
+# named after its weight ("qkv.weight" for qkvw, "qkv.bias" for qkvb)
+def _module_name(name: str) -> str:
+    """Where a block's parameter lives in TPBlock: "qkvw" -> "qkv.weight"."""
+    if name.startswith("ln"):
+        return name
+    return name[:-1] + (".weight" if name.endswith("w") else ".bias")
+
+
+BOOK_NAMES = {_module_name(p.name): p.name for p in PARAMETERS if p.per_block}
+
+#: Held whole by every rank: a block's layernorms, and the parameters
+#: outside the blocks (the embeddings, the final layernorm)
+_BLOCK_NORMS = tuple(
+    p.name for p in PARAMETERS if p.per_block and p.name.startswith("ln")
+)
+_OUTSIDE = tuple(p.name for p in PARAMETERS if not p.per_block)
+#: How each rank's slice of a parameter sits in the whole ("manual" mode):
+#: the axis along which the slices are put side by side.
+_GATHER_AXIS = {
+    p.name: {"column": 0, "row": 1}[p.split] for p in PARAMETERS if p.split
 }
 
 
@@ -142,7 +152,7 @@ class TPBlock(torch.nn.Module):
             attw = attw[:, s["attproj"]]
             fcw, fcb = fcw[s["fc"]], fcb[s["fc"]]
             projw = projw[:, s["fcproj"]]
-        for name in ("ln1w", "ln1b", "ln2w", "ln2b"):
+        for name in _BLOCK_NORMS:
             self.register_parameter(
                 name, torch.nn.Parameter(torch.tensor(p[name]))
             )
@@ -162,18 +172,12 @@ class TPBlock(torch.nn.Module):
         return layer(x)  # whole matrix, or RowwiseParallel's own all-reduce
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
+        C = x.shape[-1]
         hs = C // self.config.n_head
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
         h = F.layer_norm(x, (C,), self.ln1w, self.ln1b, LAYERNORM_EPS)
         qkv = self.column_parallel(self.qkv, h)  # (B, T, 3 C_local)
-        c = qkv.shape[-1] // 3  # this rank's width: its heads x hs
-        q, k, v = (
-            t.reshape(B, T, c // hs, hs).transpose(1, 2) for t in qkv.split(c, 2)
-        )
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, c)
+        heads = qkv.shape[-1] // 3 // hs  # this rank's heads
+        y = torch_attention(qkv, heads)  # (B, T, C_local)
         x = x + self.row_parallel(self.attproj, y)
         h = F.layer_norm(x, (C,), self.ln2w, self.ln2b, LAYERNORM_EPS)
         h = F.gelu(self.column_parallel(self.fc, h), approximate="tanh")
@@ -187,7 +191,7 @@ class TPGPT(torch.nn.Module):
     def __init__(self, params, config, mode="single", rank=0, world=1):
         super().__init__()
         self.config = config
-        for name in ("wte", "wpe", "lnfw", "lnfb"):
+        for name in _OUTSIDE:
             self.register_parameter(
                 name, torch.nn.Parameter(torch.tensor(params[name]))
             )
@@ -208,7 +212,7 @@ class TPGPT(torch.nn.Module):
 
     def book_named_parameters(self):
         """(book name, layer or None, parameter) for every parameter."""
-        for name in ("wte", "wpe", "lnfw", "lnfb"):
+        for name in _OUTSIDE:
             yield name, None, getattr(self, name)
         for l, block in enumerate(self.blocks):
             for pname, p in block.named_parameters():
@@ -246,10 +250,8 @@ def full_gradients(model: TPGPT, world: int) -> dict[str, np.ndarray]:
         grad = p.grad
         if hasattr(grad, "full_tensor"):  # a DTensor: gather its shards
             grad = grad.full_tensor()
-        elif mode == "manual" and name in ("qkvw", "qkvb", "fcw", "fcb"):
-            grad = torch.cat(_gather(grad), dim=0)
-        elif mode == "manual" and name in ("attprojw", "fcprojw"):
-            grad = torch.cat(_gather(grad), dim=1)
+        elif mode == "manual" and name in _GATHER_AXIS:
+            grad = torch.cat(_gather(grad), dim=_GATHER_AXIS[name])
         g = grad.detach().numpy().copy()
         if name in ("qkvw", "qkvb"):
             g[qkv_rows(C, NH, world)] = g.copy()  # TP layout -> book layout

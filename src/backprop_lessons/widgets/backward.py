@@ -21,8 +21,8 @@ gradients, so `grad` of every value is the same before and after.
 
 from __future__ import annotations
 
-from ..numerics import flag
 from ..scalar import Value, topological_order
+from ..validate import flag
 from ..viz.graph import HIGHLIGHT, RECEIVED
 from .stepper import (
     FrameStepper,

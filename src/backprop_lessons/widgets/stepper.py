@@ -19,8 +19,9 @@ from collections.abc import Sequence
 import anywidget
 import traitlets
 
-from ..numerics import format_fixed, positive_int
+from ..numerics import format_fixed
 from ..scalar import Value
+from ..validate import positive_int
 from ..viz.graph import draw_graph
 from ..viz.plots import MIN_TEXT_PX
 
