@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .checking import NotYet, Verdict, attempt, close, run_check
-from .questions import Number
+from .questions import Choice, Number
 
 __all__ = [
     "all_gather_forward",
@@ -138,5 +138,34 @@ SELF_CHECKS = {
         hint="1F1B: stage s holds at most p - s micro-batches.",
         explanation="p - 0 = 8 (GPipe would hold all 32). The bubble is "
         "7/39, about 0.18, in both.",
+    ),
+    "interleaved-bubble": Number(
+        "An interleaved 1F1B pipeline runs on p = 4 ranks with v = 2 stages "
+        "each and m = 8 micro-batches. What share of the step does each rank "
+        "idle?",
+        answer=3 / 19,
+        rel_tolerance=0.02,
+        hint="The ramp-up and ramp-down take (p - 1) stage slots, and a "
+        "stage is 1/v of the rank's work: (p - 1) / (v m + p - 1).",
+        explanation="3 / (16 + 3) = 3/19, about 0.158; without interleaving "
+        "it is 3/11, about 0.273.",
+    ),
+    "sequence-parallel-partial": Choice(
+        "Under sequence parallelism, which gradients must be all-reduced over "
+        "the tensor-parallel ranks after the backward?",
+        choices=[
+            "The layer norms' weights and biases, and the row-parallel "
+            "layers' biases",
+            "The column-parallel layers' weights",
+            "Every gradient, as in data parallelism",
+            "None: the reduce-scatters already summed them",
+        ],
+        answer=0,
+        hint="Which parameters does a rank apply to its own positions only?",
+        explanation="The layer norms and the biases added after the "
+        "reduce-scatter act on the rank's T / R positions, so each rank "
+        "holds the part of their gradient from those positions. The split "
+        "matrices see every position (their inputs are all-gathered) and "
+        "their slices' gradients are complete.",
     ),
 }

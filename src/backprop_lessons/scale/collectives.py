@@ -16,7 +16,14 @@ sum over ranks is itself a collective (chapter 12):
 Megatron-LM's two operators (Shoeybi et al. 2019, section 3) are the pair
 for a loss every rank computes identically (a replicated value, counted
 once): f is the identity forward and an all-reduce backward, g an
-all-reduce forward and the identity backward.
+all-reduce forward and the identity backward.  Sequence parallelism
+(Korthikanti et al. 2022) splits the residual stream along T and puts an
+all-gather in f's place (`SequenceParallelLinear`, which also splits its
+backward into the input gradient, sent at once, and the weight gradient,
+computed while it travels) and a reduce-scatter in g's; the embeddings
+enter the split region by `ScatterToSequence` and the head leaves it by
+`GatherFromSequence`, whose backwards follow f and g's rule for a
+replicated value.
 
 `check_collective_vjps(rank, world)` runs on the ranks of a group (through
 `distributed.run_workers`): for every collective it compares the backward
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from ..gradcheck import numerical_gradient
 
@@ -46,6 +54,14 @@ __all__ = [
     "broadcast",
     "f",
     "g",
+    "SEQ",
+    "ScatterToSequence",
+    "GatherFromSequence",
+    "SequenceParallelLinear",
+    "scatter_to_sequence",
+    "gather_from_sequence",
+    "sequence_parallel_linear",
+    "wire_elements",
     "CommCounter",
     "COUNTER",
     "finite_difference_vjp",
@@ -79,26 +95,35 @@ def _all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
     return out
 
 
-def _all_gather(t: torch.Tensor, group=None) -> torch.Tensor:
+def _all_gather(t: torch.Tensor, group=None, dim: int = 0) -> torch.Tensor:
     world = dist.get_world_size(group)
     parts = [torch.empty_like(t) for _ in range(world)]
     COUNTER.add("all-gather", t.numel())
     dist.all_gather(parts, t.contiguous(), group=group)
-    return torch.cat(parts, dim=0)
+    return torch.cat(parts, dim=dim)
 
 
-def _reduce_scatter(t: torch.Tensor, group=None) -> torch.Tensor:
-    world = dist.get_world_size(group)
-    if t.shape[0] % world:
+def _blocks(t: torch.Tensor, world: int, dim: int, op: str) -> list[torch.Tensor]:
+    if t.shape[dim] % world:
         raise ValueError(
-            f"reduce_scatter: dim 0 ({t.shape[0]}) must split evenly over "
+            f"{op}: dim {dim} ({t.shape[dim]}) must split evenly over "
             f"{world} ranks"
         )
-    blocks = [b.contiguous() for b in t.chunk(world, dim=0)]
+    return [b.contiguous() for b in t.chunk(world, dim=dim)]
+
+
+def _reduce_scatter(
+    t: torch.Tensor, group=None, dim: int = 0, async_op: bool = False
+):
+    """Block r (along `dim`) of the sum over the ranks; with async_op,
+    (the work to wait for, the output it fills)."""
+    blocks = _blocks(t, dist.get_world_size(group), dim, "reduce_scatter")
     out = torch.empty_like(blocks[0])
     COUNTER.add("reduce-scatter", t.numel())
-    dist.reduce_scatter(out, blocks, op=dist.ReduceOp.SUM, group=group)
-    return out
+    work = dist.reduce_scatter(
+        out, blocks, op=dist.ReduceOp.SUM, group=group, async_op=async_op
+    )
+    return (work, out) if async_op else out
 
 
 class AllReduce(torch.autograd.Function):
@@ -114,27 +139,30 @@ class AllReduce(torch.autograd.Function):
 
 
 class AllGather(torch.autograd.Function):
-    """y_r = concat of every rank's x along dim 0; backward: reduce-scatter."""
+    """y_r = concat of every rank's x along `dim` (0); backward:
+    reduce-scatter."""
 
     @staticmethod
-    def forward(ctx, x):
-        return _all_gather(x)
+    def forward(ctx, x, dim: int = 0):
+        ctx.dim = dim
+        return _all_gather(x, dim=dim)
 
     @staticmethod
     def backward(ctx, dy):
-        return _reduce_scatter(dy)
+        return _reduce_scatter(dy, dim=ctx.dim), None
 
 
 class ReduceScatter(torch.autograd.Function):
-    """y_r = block r of sum_s x_s (dim 0); backward: all-gather."""
+    """y_r = block r of sum_s x_s (along `dim`, 0); backward: all-gather."""
 
     @staticmethod
-    def forward(ctx, x):
-        return _reduce_scatter(x)
+    def forward(ctx, x, dim: int = 0):
+        ctx.dim = dim
+        return _reduce_scatter(x, dim=dim)
 
     @staticmethod
     def backward(ctx, dy):
-        return _all_gather(dy)
+        return _all_gather(dy, dim=ctx.dim), None
 
 
 class Broadcast(torch.autograd.Function):
@@ -187,28 +215,127 @@ class ReduceFromParallel(torch.autograd.Function):
         return dy
 
 
-def all_reduce(x):
-    return AllReduce.apply(x)
-
-
-def all_gather(x):
-    return AllGather.apply(x)
-
-
-def reduce_scatter(x):
-    return ReduceScatter.apply(x)
-
-
-def broadcast(x, src: int = 0):
-    return Broadcast.apply(x, src)
-
-
 def f(x):
     return CopyToParallel.apply(x)
 
 
 def g(x):
     return ReduceFromParallel.apply(x)
+
+
+# ---------------------------------------------------------------------------
+# Sequence parallelism (Korthikanti et al. 2022): the same pairs along T
+# ---------------------------------------------------------------------------
+
+SEQ = 1  # the sequence axis of the residual stream (B, T, C)
+
+
+class ScatterToSequence(torch.autograd.Function):
+    """A replicated (B, T, C) -> this rank's block of the T positions; the
+    backward all-gathers: the one gradient of the replicated value is every
+    rank's block of it, and every rank needs it whole."""
+
+    @staticmethod
+    def forward(ctx, x):
+        world, rank = dist.get_world_size(), dist.get_rank()
+        return _blocks(x, world, SEQ, "scatter_to_sequence")[rank]
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _all_gather(dy, dim=SEQ)
+
+
+class GatherFromSequence(torch.autograd.Function):
+    """This rank's block of T -> the whole sequence on every rank, for layers
+    every rank computes in full (a replicated value); the backward takes
+    this rank's block of the gradient, which every rank holds whole (a
+    reduce-scatter would count it once per rank: f and g's lesson)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _all_gather(x, dim=SEQ)
+
+    @staticmethod
+    def backward(ctx, dy):
+        world, rank = dist.get_world_size(), dist.get_rank()
+        return _blocks(dy, world, SEQ, "gather_from_sequence")[rank]
+
+
+class SequenceParallelLinear(torch.autograd.Function):
+    """A column-parallel layer in the sequence-parallel region: all-gather
+    this rank's block of T, then y = x W^T + b with this rank's rows of W.
+
+    Saves the rank's own block, not the gathered sequence (the memory
+    sequence parallelism is for), and gathers it again in the backward.
+    The backward is the layer's two parts: the input gradient dY W, which
+    the layer in front waits for, goes out at once in a reduce-scatter
+    (each rank's slice of W gave a partial sum for every position), and
+    while it travels the weight gradient dY^T X is computed, which needs
+    nothing from the other ranks (Megatron-LM overlaps the two the same
+    way)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        return F.linear(_all_gather(x, dim=SEQ), weight, bias)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        full = _all_gather(x, dim=SEQ)  # (B, T, C) again
+        work, dx = _reduce_scatter(dy @ weight, dim=SEQ, async_op=True)
+        dw = dy.flatten(0, -2).T @ full.flatten(0, -2)  # while it travels
+        db = dy.sum(dim=tuple(range(dy.dim() - 1)))
+        work.wait()
+        return dx, dw, db
+
+
+def all_reduce(x):
+    return AllReduce.apply(x)
+
+
+def all_gather(x, dim: int = 0):
+    return AllGather.apply(x, dim)
+
+
+def reduce_scatter(x, dim: int = 0):
+    return ReduceScatter.apply(x, dim)
+
+
+def broadcast(x, src: int = 0):
+    return Broadcast.apply(x, src)
+
+
+def scatter_to_sequence(x):
+    return ScatterToSequence.apply(x)
+
+
+def gather_from_sequence(x):
+    return GatherFromSequence.apply(x)
+
+
+def sequence_parallel_linear(x, weight, bias):
+    return SequenceParallelLinear.apply(x, weight, bias)
+
+
+def wire_elements(counts: dict[str, int], world: int) -> float:
+    """Elements each rank sends on a ring, from `COUNTER.elements` (the
+    elements each rank put in, per kind): an all-reduce sends 2 (R - 1) / R
+    times its input, a reduce-scatter (R - 1) / R, an all-gather (whose
+    input is the rank's block) R - 1."""
+    R = world
+    factor = {
+        "all-reduce": 2 * (R - 1) / R,
+        "reduce-scatter": (R - 1) / R,
+        "all-gather": R - 1,
+    }
+    unknown = sorted(set(counts) - set(factor))
+    if unknown:
+        raise ValueError(
+            f"wire_elements: no ring cost for {', '.join(unknown)}; counts "
+            f"must name only {', '.join(factor)}"
+        )
+    return sum(factor[kind] * n for kind, n in counts.items())
 
 
 # ---------------------------------------------------------------------------

@@ -23,11 +23,15 @@ step; DDP's `no_sync()` on all but the last), `--fsdp` (FSDP2's
 `--checkpoint-dir DIR` (a `torch.distributed.checkpoint` after every step,
 `--resume` continues from the newest complete one), `--timeout SECONDS`
 (how long a collective may wait for the others), `--threads T` (torch
-threads per process, default 1: N processes on N cores).  Chapter 12's
-model parallelism, instead of data parallelism: `--tensor-parallel N`
-(Megatron's split of every block over N processes) or `--pipeline N` (N
-stages, `--schedule {gpipe,1f1b}`, `--micro-batches M`); see
-`scale.model_parallel_train`.  Rank 0 prints one line
+threads per process, default 1: N processes on N cores), `--clip
+MAX_NORM` (the gradient clipped to that global norm before every step, in
+every mode: `scale.clipping`).  Chapter 12's model parallelism, instead of
+data parallelism: `--tensor-parallel N` (Megatron's split of every block
+over N processes; `--sequence-parallel` splits the residual stream along
+the sequence too) or `--pipeline N` (N ranks, `--schedule
+{gpipe,1f1b,interleaved-1f1b,zbv}`, the last two with 2 stages per rank,
+`--micro-batches M`); see `scale.model_parallel_train`.  Rank 0 prints one
+line
 per step and, last, `final loss: <repr of the float>`: the mean loss of the
 trained model on a fixed evaluation batch.
 
@@ -49,7 +53,7 @@ from a notebook or a test, and making a rank die on purpose, is test
 support: `scale.harness` (`launch`, `--crash-rank R --crash-after-step K`).
 
 What it is not: fast, or a general trainer (no learning-rate schedule, no
-gradient clipping, no mixed precision).  References: PyTorch's DDP and
+mixed precision).  References: PyTorch's DDP and
 FSDP2 tutorials; Li et al. 2020 (DDP); Zhao et al. 2023 (FSDP);
 Rajbhandari et al. 2020 (ZeRO); the torchrun and DCP documentation.
 """
@@ -75,7 +79,9 @@ from ..data.corpus import CharVocab, load_corpus
 from ..gpt.model import BLOCK_PARAMETERS, PARAMETER_TABLE, GPTConfig, init_params
 from ..gpt.reference import torch_gpt_block, torch_gpt_loss
 from ..gpt.train import DECAYED, get_batch
+from .clipping import clip_by_global_norm
 from .distributed import shard
+from .pipeline import SCHEDULES
 
 __all__ = [
     "TINY_CONFIG",
@@ -94,6 +100,7 @@ __all__ = [
     "make_optimizer",
     "gradient_sync",
     "train_step",
+    "clip_gradients",
     "evaluate",
     "save_checkpoint",
     "latest_checkpoint",
@@ -102,6 +109,8 @@ __all__ = [
     "pick_device",
     "start_process_group",
     "train",
+    "train_in_group",
+    "train_alone",
     "parse_args",
     "main",
 ]
@@ -142,6 +151,9 @@ class TrainOptions:
     pipeline: int = 1
     schedule: str = "1f1b"
     micro_batches: int = 4
+    sequence_parallel: bool = False  # with tensor_parallel > 1
+    # global gradient-norm clipping (every mode); None: no clipping
+    clip: float | None = None
 
     def __post_init__(self):
         for name in (
@@ -162,10 +174,24 @@ class TrainOptions:
                 f"TrainOptions: dtype must be 'float32' or "
                 f"'float64', got {self.dtype!r}"
             )
-        if self.schedule not in ("gpipe", "1f1b"):
+        if self.schedule not in SCHEDULES:
             raise ValueError(
-                f"TrainOptions: schedule must be 'gpipe' or '1f1b', got "
-                f"{self.schedule!r}"
+                f"TrainOptions: schedule must be one of {', '.join(SCHEDULES)}, "
+                f"got {self.schedule!r}"
+            )
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise ValueError(
+                "TrainOptions: --sequence-parallel splits tensor parallelism's "
+                "residual stream; it needs --tensor-parallel N with N > 1"
+            )
+        if self.clip is not None and (
+            isinstance(self.clip, bool)
+            or not isinstance(self.clip, int | float)
+            or not self.clip > 0
+        ):
+            raise ValueError(
+                f"TrainOptions: clip (--clip MAX_NORM) must be a positive "
+                f"number, got {self.clip!r}"
             )
         if self.tensor_parallel > 1 and self.pipeline > 1:
             raise ValueError(
@@ -426,14 +452,20 @@ def gradient_sync(model: torch.nn.Module, enabled: bool):
 
 
 def train_step(
-    model: torch.nn.Module, optimizer, micro: list, device: torch.device
+    model: torch.nn.Module,
+    optimizer,
+    micro: list,
+    device: torch.device,
+    clip: float | None = None,
 ) -> torch.Tensor:
     """One optimizer step over this rank's micro-batches; returns this
     rank's mean loss (a detached scalar tensor).
 
     Each micro-batch's loss is divided by n_acc = len(micro), so the n_acc
     backwards add up the gradient of the mean over the rank's shard; the
-    gradients are averaged over the ranks only in the last backward.
+    gradients are averaged over the ranks only in the last backward.  With
+    `clip`, the averaged gradient is clipped to that global norm before
+    the step (`clip_gradients`).
     """
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), dtype=torch.float64, device=device)
@@ -445,8 +477,21 @@ def train_step(
             loss = model(idx, targets) / n_acc
             loss.backward()
         total += loss.detach().double()
+    if clip is not None:
+        clip_gradients(model, clip)
     optimizer.step()
     return total
+
+
+def clip_gradients(model: torch.nn.Module, max_norm: float) -> float:
+    """Clip the gradients of a DDP or FSDP model (or a plain one) to the
+    global norm `max_norm`; returns the norm before clipping.  Under DDP
+    every rank holds the same averaged gradient, so rank 0 alone counts
+    it; under FSDP every rank counts its own shards."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    fsdp = any(hasattr(g, "to_local") for g in grads)
+    counted = grads if fsdp or dist.get_rank() == 0 else []
+    return clip_by_global_norm(counted, grads, max_norm)
 
 
 @torch.no_grad()
@@ -520,7 +565,9 @@ def load_checkpoint(path: Path, model, optimizer, options: TrainOptions) -> int:
     run = json.loads(state["run"])
     saved, ours = run["options"], _options_record(options)
     if saved != ours:
-        changed = sorted(k for k in ours if saved.get(k) != ours[k])
+        changed = sorted(
+            k for k in saved.keys() | ours if saved.get(k) != ours.get(k)
+        )
         raise ValueError(
             f"ddp_train: checkpoint {path} was written with "
             f"other options ({', '.join(changed)} differ: "
@@ -540,8 +587,17 @@ def _options_record(options: TrainOptions) -> dict:
     """The options that must match for a resume (not `steps`, not `fsdp`,
     not `accumulate`: those do not change the sums)."""
     record = asdict(options)
-    for free in ("steps", "fsdp", "accumulate", "schedule", "micro_batches"):
+    for free in (
+        "steps",
+        "fsdp",
+        "accumulate",
+        "schedule",
+        "micro_batches",
+        "sequence_parallel",
+    ):
         record.pop(free)
+    if record["clip"] is None:  # as checkpoints from before --clip
+        record.pop("clip")
     record["config"] = dict(record["config"])
     return record
 
@@ -680,7 +736,7 @@ def train(
         micro = micro_batches(x, y, rank, world, options.accumulate)
         t0 = time.perf_counter()
         try:
-            loss = train_step(model, optimizer, micro, device)
+            loss = train_step(model, optimizer, micro, device, options.clip)
             dist.all_reduce(loss)  # sum of the ranks' means
         except RuntimeError as e:
             if world == 1:
@@ -693,6 +749,33 @@ def train(
         if after_step is not None:
             after_step(rank, step + 1)
     return evaluate(model, *eval_batch(data, options), device)
+
+
+def train_in_group(rank: int, world_size: int, options: TrainOptions) -> dict:
+    """`train` on ranks whose process group is already up (a task of
+    `distributed.run_workers`): {"final": the final loss, "log": what rank 0
+    printed}.  Several runs can share one launch."""
+    import io
+
+    env = Environment(
+        rank=rank, local_rank=0, world_size=world_size, launched=True
+    )
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        final = train(options, env, torch.device("cpu"))
+    return {"final": final, "log": printed.getvalue()}
+
+
+def train_alone(options: TrainOptions) -> dict:
+    """`train` in this process as a world of one, what `python -m
+    backprop_lessons.scale.ddp_train` does alone, without printing: as
+    `train_in_group`.  Starts and ends its own one-process group."""
+    env = Environment.from_env({})
+    start_process_group(env, torch.device("cpu"), timeout=60.0)
+    try:
+        return train_in_group(0, 1, options)
+    finally:
+        dist.destroy_process_group()
 
 
 def _step_failed(error, rank, world, step) -> RuntimeError:
@@ -812,9 +895,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument(
         "--schedule",
-        choices=("gpipe", "1f1b"),
+        choices=SCHEDULES,
         default=d.schedule,
-        help="pipeline schedule (default %(default)s)",
+        help="pipeline schedule (default %(default)s); interleaved-1f1b "
+        "and zbv hold 2 stages per rank",
+    )
+    p.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="with --tensor-parallel: split the residual stream along the "
+        "sequence too (all-gather / reduce-scatter instead of all-reduce)",
+    )
+    p.add_argument(
+        "--clip",
+        type=float,
+        default=None,
+        metavar="MAX_NORM",
+        help="clip the gradient to this global norm before every step",
     )
     p.add_argument(
         "--micro-batches",
@@ -868,6 +965,8 @@ def main(argv=None, after_step=None) -> int:
         pipeline=args.pipeline,
         schedule=args.schedule,
         micro_batches=args.micro_batches,
+        sequence_parallel=args.sequence_parallel,
+        clip=args.clip,
     )
     env = Environment.from_env()
     torch.set_num_threads(args.threads)

@@ -86,6 +86,25 @@ _GATHER_AXIS = {
 }
 
 
+#: Under sequence parallelism, applied to this rank's positions only, so
+#: their gradients are partial sums: the blocks' layer norms, the
+#: row-parallel layers' biases (added after the reduce-scatter), the final
+#: layer norm.
+SEQUENCE_PARTIAL = (
+    *_BLOCK_NORMS,
+    *(p.name[:-1] + "b" for p in PARAMETERS if p.split == "row"),
+    *(name for name in _OUTSIDE if name.startswith("ln")),
+)
+
+
+def _check_sequence(mode: str, sequence_parallel: bool) -> None:
+    if sequence_parallel and mode != "manual":
+        raise ValueError(
+            f"tensor parallel: sequence parallelism is written by hand here; "
+            f"it needs mode 'manual', got {mode!r}"
+        )
+
+
 def _check_split(config: GPTConfig, world: int) -> None:
     if not isinstance(world, int) or world < 1 or config.n_head % world:
         raise ValueError(
@@ -131,14 +150,25 @@ class TPBlock(torch.nn.Module):
     """Block l of the book's GPT holding this rank's slices ("manual") or the
     whole matrices ("single", "dtensor"); qkv in TP layout for `world`."""
 
-    def __init__(self, params, l, config, mode="single", rank=0, world=1):
+    def __init__(
+        self,
+        params,
+        l,
+        config,
+        mode="single",
+        rank=0,
+        world=1,
+        sequence_parallel=False,
+    ):
         super().__init__()
         if mode not in MODES:
             raise ValueError(
                 f"TPBlock: mode must be one of {MODES}, got {mode!r}"
             )
         _check_split(config, world)
+        _check_sequence(mode, sequence_parallel)
         self.mode, self.config = mode, config
+        self.sequence_parallel = sequence_parallel
         C = config.n_embd
         p = {name: params[name][l] for name in set(BOOK_NAMES.values())}
         rows = qkv_rows(C, config.n_head, world)
@@ -162,11 +192,20 @@ class TPBlock(torch.nn.Module):
         self.fcproj = _linear(projw, projb)
 
     def column_parallel(self, layer, x):
+        if self.sequence_parallel:  # all-gather T; reduce-scatter backward
+            return collectives.sequence_parallel_linear(
+                x, layer.weight, layer.bias
+            )
         if self.mode == "manual":
             x = collectives.f(x)  # identity; all-reduce of dx backward
         return layer(x)
 
     def row_parallel(self, layer, x):
+        if self.sequence_parallel:  # partial sums, added and split over T
+            partial = F.linear(x, layer.weight)
+            return (
+                collectives.reduce_scatter(partial, collectives.SEQ) + layer.bias
+            )
         if self.mode == "manual":  # partial sums, added up by g, bias once
             return collectives.g(F.linear(x, layer.weight)) + layer.bias
         return layer(x)  # whole matrix, or RowwiseParallel's own all-reduce
@@ -186,27 +225,56 @@ class TPBlock(torch.nn.Module):
 
 class TPGPT(torch.nn.Module):
     """The book's GPT with `TPBlock`s; embeddings, final norm and the tied LM
-    head replicated.  forward(idx, targets) -> mean cross-entropy."""
+    head replicated.  forward(idx, targets) -> mean cross-entropy.
 
-    def __init__(self, params, config, mode="single", rank=0, world=1):
+    With `sequence_parallel` ("manual" mode only) the residual stream
+    between the blocks' split layers is split along T instead of
+    replicated: each rank holds T / world positions of it, and the layer
+    norms, residual additions and row-parallel biases act on those alone.
+    The embeddings are computed whole and scattered; the last layer norm's
+    output is gathered again for the (replicated) LM head.  The parameters
+    used on the rank's positions only (`SEQUENCE_PARTIAL`) get partial
+    gradients: `all_reduce_sequence_gradients` adds them up after every
+    backward."""
+
+    def __init__(
+        self,
+        params,
+        config,
+        mode="single",
+        rank=0,
+        world=1,
+        sequence_parallel=False,
+    ):
         super().__init__()
-        self.config = config
+        _check_sequence(mode, sequence_parallel)
+        self.config, self.sequence_parallel = config, sequence_parallel
         for name in _OUTSIDE:
             self.register_parameter(
                 name, torch.nn.Parameter(torch.tensor(params[name]))
             )
         self.blocks = torch.nn.ModuleList(
-            TPBlock(params, l, config, mode, rank, world)
+            TPBlock(params, l, config, mode, rank, world, sequence_parallel)
             for l in range(config.n_layer)
         )
+
+    def block_input(self, idx):
+        """The embeddings (B, T, C); this rank's (B, T / world, C) of them
+        under sequence parallelism."""
+        x = self.wte[idx] + self.wpe[: idx.shape[1]]
+        if self.sequence_parallel:
+            x = collectives.scatter_to_sequence(x)
+        return x
 
     def forward(self, idx, targets):
         B, T = idx.shape
         C = self.config.n_embd
-        x = self.wte[idx] + self.wpe[:T]
+        x = self.block_input(idx)
         for block in self.blocks:
             x = block(x)
         x = F.layer_norm(x, (C,), self.lnfw, self.lnfb, LAYERNORM_EPS)
+        if self.sequence_parallel:
+            x = collectives.gather_from_sequence(x)  # (B, T, C) again
         logits = x @ self.wte.T
         return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
 
@@ -217,6 +285,32 @@ class TPGPT(torch.nn.Module):
         for l, block in enumerate(self.blocks):
             for pname, p in block.named_parameters():
                 yield BOOK_NAMES[pname], l, p
+
+    def all_reduce_sequence_gradients(self) -> None:
+        """Under sequence parallelism: sum the partial gradients of the
+        parameters each rank applied to its own positions only (one
+        all-reduce of them all, flattened together)."""
+        if not self.sequence_parallel:
+            return
+        grads = [
+            p.grad
+            for name, _, p in self.book_named_parameters()
+            if name in SEQUENCE_PARTIAL
+        ]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(part.view_as(g))
+
+    def counted_once(self, rank: int) -> list[torch.Tensor]:
+        """The gradients this rank counts in a norm over all ranks: its slices
+        of the split matrices and biases; the replicated parameters on rank
+        0 only (each is one parameter, held by every rank)."""
+        return [
+            p.grad
+            for name, _, p in self.book_named_parameters()
+            if name in _GATHER_AXIS or rank == 0
+        ]
 
 
 def parallelize(model: TPGPT, mesh) -> TPGPT:
@@ -269,11 +363,25 @@ def _gather(t: torch.Tensor) -> list[torch.Tensor]:
     return parts
 
 
-def tp_gradients(rank, world, params, config, idx, targets, mode="manual"):
+def tp_gradients(
+    rank,
+    world,
+    params,
+    config,
+    idx,
+    targets,
+    mode="manual",
+    sequence_parallel=False,
+):
     """Loss and full gradients of one forward and backward, tensor-parallel
-    over the group's ranks; also the elements this rank sent into each kind
-    of collective ("manual") or the collectives PyTorch's CommDebugMode
-    counted ("dtensor")."""
+    over the group's ranks (with `sequence_parallel`, the residual stream
+    split along T too); also the elements this rank sent into each kind of
+    collective ("manual") or the collectives PyTorch's CommDebugMode counted
+    ("dtensor"), and the bytes of activations this rank saved for the
+    backward (`backward_cost.saved_tensor_bytes`: parameters left out)."""
+    from .backward_cost import saved_tensor_bytes
+
+    idx, targets = torch.as_tensor(idx), torch.as_tensor(targets)
     if mode == "dtensor":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.debug import CommDebugMode
@@ -287,26 +395,38 @@ def tp_gradients(rank, world, params, config, idx, targets, mode="manual"):
         # need no gradient: true, and harmless.
         with counter, warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Full backward hook")
-            loss = model(torch.as_tensor(idx), torch.as_tensor(targets))
+            loss = model(idx, targets)
             loss.backward()
         counts = {
             str(k).rsplit(".", 1)[-1]: v
             for k, v in counter.get_comm_counts().items()
         }
+        saved = block_saved = None
     else:
-        model = TPGPT(params, config, mode, rank, world)
+        model = TPGPT(params, config, mode, rank, world, sequence_parallel)
         collectives.COUNTER.reset()
         collectives.COUNTER.enabled = True
         try:
-            loss = model(torch.as_tensor(idx), torch.as_tensor(targets))
+            saved, loss = saved_tensor_bytes(
+                model, idx, targets, exclude=model.parameters()
+            )
             loss.backward()
+            model.all_reduce_sequence_gradients()
         finally:
             collectives.COUNTER.enabled = False
         counts = dict(collectives.COUNTER.elements)
+        # one block's share, measured on a forward of its own (not counted)
+        block_saved, _ = saved_tensor_bytes(
+            model.blocks[0],
+            model.block_input(idx).detach().requires_grad_(),
+            exclude=model.parameters(),
+        )
     return {
         "loss": float(loss.item()),
         "grads": full_gradients(model, world),
         "comm": counts,
+        "activation_bytes": None if saved is None else saved.bytes,
+        "block_activation_bytes": None if saved is None else block_saved.bytes,
     }
 
 
