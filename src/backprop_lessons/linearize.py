@@ -14,15 +14,18 @@ linearization at the point, as a little program with two kinds of equation:
 Running that program is a JVP (J v).  Running it *backwards*, with every
 equation replaced by its transpose, is a VJP (J^T u):
 
-    c = add a b   ->   a gets ct_c, b gets ct_c       (a copy's transpose
-                                                       is a sum)
+    c = add a b   ->   a gets ct_c, b gets ct_c       (an add's transpose
+                                                       is a copy, a fan-out)
     c = scale a k ->   a gets k * ct_c                (a number is symmetric)
 
-Two transposition rules for the whole language, and no VJP rule for any
-primitive: this is how JAX derives reverse mode from forward mode
-(`linearize`, then `transpose`; jax.vjp = jax.linear_transpose of
-jax.linearize).  The output here is checked against the Tensor engine's
-hand-written VJP rules in the tests and in chapter 11.
+A variable that several equations read is a copy in the program; its
+transpose is a sum, so cotangents accumulate (`+=`).  Two transposition
+rules for the whole language, and no VJP rule for any primitive: this is
+how JAX derives reverse mode from forward mode (`linearize`, then
+`transpose`).  JAX writes a JVP rule for each primitive and a transpose
+rule for each linear one; reverse mode needs nothing else.  The output
+here is checked against the Tensor engine's hand-written VJP rules in the
+tests and in chapter 11.
 
 Functions take a list of numbers and are written as chapter 3's are (`+ - *
 / **` and the methods or `forward_mode`'s functions `exp`, `log`, `tanh`,

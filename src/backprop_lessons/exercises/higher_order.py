@@ -109,9 +109,10 @@ def check_clipped_mean_gradient(
     clipped_mean_gradient, *, exercise: int
 ) -> Verdict:
     """clipped_mean_gradient(loss_one, params, X, y, C) -> a dict name ->
-    tensor: the mean over the batch of each example's gradient, scaled so
-    that its norm (over all parameters together) is at most C (DP-SGD's
-    clipping, before the noise)."""
+    tensor: the sum over the batch of each example's gradient, scaled so
+    that its norm (over all parameters together) is at most C, divided by
+    the batch size.  DP-SGD's update without its noise, which DP-SGD adds
+    to the sum before the division (Abadi et al. 2016)."""
     import torch  # this check runs on PyTorch
 
     def check(fn):
@@ -177,8 +178,8 @@ SELF_CHECKS = {
         "gradient, for 1,000,000 entries.",
     ),
     "clip-per-example": Choice(
-        "DP-SGD clips each example's gradient before averaging. Why can it not "
-        "clip the gradient of the mean loss instead?",
+        "DP-SGD clips each example's gradient before summing them. Why can it "
+        "not clip the gradient of the mean loss instead?",
         [
             "The mean gradient is a sum over examples: one example's share of it "
             "cannot be recovered, so its influence cannot be bounded",

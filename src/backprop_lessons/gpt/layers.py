@@ -444,8 +444,9 @@ def _check_dout(what, dout, out):
 
 
 def flash_attention_forward(inp, n_head, tile=64):
-    """Causal multi-head attention as FlashAttention computes it: an online
-    softmax over tiles of keys, one logsumexp per row kept, no T x T array.
+    """Causal multi-head attention as FlashAttention-2 computes it: an online
+    softmax over tiles of keys, one logsumexp per row kept, no T x T array
+    (FlashAttention 1 kept two numbers per row, m and l).
 
     inp (B, T, 3C) holds q, k, v side by side -> out (B, T, C), equal to
     attention_forward's out.  For each tile of `tile` queries, the keys are
@@ -548,8 +549,14 @@ def fused_classifier_forward(inp, wte, targets, chunk=8192):
     and sum l of exp(logit - m) per position (the online softmax of
     flash_attention_forward, over V instead of T).  The cache keeps inp,
     wte, targets and the logsumexp L = m + log l (B*T,): the backward
-    recomputes each chunk's probabilities as exp(logit - L).  As llm.c's
-    fused_classifier and Liger's fused linear cross-entropy do.
+    recomputes each chunk's probabilities as exp(logit - L).
+
+    This is Cut Cross-Entropy's design (Wijmans et al. 2024): vocabulary
+    chunks, no logits held.  llm.c's fused_classifier differs: the matmul
+    before it writes the full (B, T, Vp) logits, which it overwrites in
+    place with their gradient.  Liger Kernel's fused linear cross-entropy
+    differs too: it chunks over positions (each chunk's full rows of
+    logits) and computes the gradients already in the forward.
     """
     chunk, targets = _check_classifier(inp, wte, targets, chunk)
     B, T, C = inp.shape
