@@ -28,9 +28,10 @@ notebook owns the number); it prints "Exercise N: not attempted yet - ...",
 `checking` holds the machinery they share.  Nothing here reads notebook
 globals: everything a check needs is an argument or built inside it.
 
-The checks of the GPT layers' backwards are also importable from here:
-`from backprop_lessons.exercises import check_attention_backward`, and so
-is `yours_or_the_solution`, which the cells after an exercise use to run on
+The checks of the backwards the reader writes in the later chapters are
+also importable from here (`from backprop_lessons.exercises import
+check_attention_backward`; chapter 12's parallel layers, collective and
+pipeline schedule too), and so is `yours_or_the_solution`, which the cells after an exercise use to run on
 the reader's function once it passes (and on the solution until then).
 """
 
@@ -44,6 +45,13 @@ from .gpt_layers import (
     check_layernorm_backward,
     check_matmul_backward,
 )
+from .model_parallel import (
+    check_column_parallel_backward,
+    check_pipeline_schedule,
+    check_prediction,
+    check_reduce_scatter_backward,
+    check_row_parallel_backward,
+)
 
 __all__ = [
     "check_layernorm_backward",
@@ -53,5 +61,10 @@ __all__ = [
     "check_encoder_backward",
     "check_matmul_backward",
     "check_gpt_backward",
+    "check_reduce_scatter_backward",
+    "check_column_parallel_backward",
+    "check_row_parallel_backward",
+    "check_pipeline_schedule",
+    "check_prediction",
     "yours_or_the_solution",
 ]

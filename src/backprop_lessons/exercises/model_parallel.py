@@ -1,39 +1,84 @@
 """Checks for the exercises of "The backward of model parallelism" (chapter
 12).
 
+    check_reduce_scatter_backward(reduce_scatter_backward)
+    check_column_parallel_backward(column_parallel_backward)
+    check_row_parallel_backward(row_parallel_backward)
+    check_pipeline_schedule(one_f_one_b)
     check_all_gather_backward(all_gather_backward)
     check_broadcast_backward(broadcast_backward)
+    check_prediction(name, predicted, measured=...)
 
-The reader writes a collective's backward on a simulated group: a list that
-holds every rank's array, rank r at index r (no processes needed).  The
-check compares it with the exact VJP and runs the dot-product test a VJP
-must pass, sum_r <y_r, w_r> = sum_r <x_r, backward(w)_r> for the forward
-y = collective(x).  Each check prints "Exercise N: ..." and returns a
-`Verdict` (see `checking`).
+The reader writes backwards on a simulated group: a list that holds every
+rank's array, rank r at index r (no processes needed; the chapter's runs on
+two real processes confirm the same rules).  `all_reduce`, `all_gather` and
+`reduce_scatter` are the collectives on such lists, for the reader's code.
+A collective's check compares with the exact VJP and runs the dot-product
+test a VJP must pass, sum_r <y_r, w_r> = sum_r <x_r, backward(w)_r> for
+y = collective(x); the parallel layers' checks name the wrong gradient
+(dx, dW, db), the rank, and the usual slip (f's all-reduce forgotten, g's
+backward taken for an all-reduce).  The pipeline check plays the reader's
+schedule (`simulate_schedule`): it rejects an order that deadlocks or
+breaks a dependency, and reports the bubble and the micro-batches each
+stage holds.  `check_prediction` grades a number predicted before the
+chapter measures it with one of its deterministic counters.  Each check
+prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .checking import NotYet, Verdict, attempt, close, run_check
+from .checking import NotAttempted, NotYet, Verdict, attempt, close, run_check
 from .questions import Choice, Number
 
 __all__ = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
     "all_gather_forward",
     "broadcast_forward",
+    "reduce_scatter_forward",
+    "check_reduce_scatter_backward",
+    "check_column_parallel_backward",
+    "check_row_parallel_backward",
+    "simulate_schedule",
+    "Played",
+    "check_pipeline_schedule",
     "check_all_gather_backward",
     "check_broadcast_backward",
+    "check_prediction",
+    "PREDICTIONS",
     "SELF_CHECKS",
 ]
 
 
-def all_gather_forward(xs: list) -> list:
+# ---- the simulated group's collectives ---------------------------------------
+
+
+def all_reduce(xs: list) -> list:
+    """Every rank gets the sum of all ranks' arrays."""
+    total = np.sum(xs, axis=0)
+    return [total.copy() for _ in xs]
+
+
+def all_gather(xs: list) -> list:
     """Every rank gets the concatenation of all ranks' arrays (axis 0)."""
     whole = np.concatenate(xs)
     return [whole.copy() for _ in xs]
+
+
+def reduce_scatter(xs: list) -> list:
+    """Rank r gets block r (axis 0) of the sum of all ranks' arrays."""
+    return [b.copy() for b in np.split(np.sum(xs, axis=0), len(xs))]
+
+
+all_gather_forward = all_gather
+reduce_scatter_forward = reduce_scatter
 
 
 def broadcast_forward(xs: list, src: int) -> list:
@@ -114,6 +159,472 @@ def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
             )
 
     return run_check(exercise, check, broadcast_backward)
+
+
+def check_reduce_scatter_backward(
+    reduce_scatter_backward, *, exercise: int
+) -> Verdict:
+    """reduce_scatter_backward(ws) -> dxs, ws[r] the cotangent of rank r's
+    block of the sum (n / world entries), dxs[r] that of rank r's input
+    (n entries)."""
+
+    def expected(ws):
+        whole = np.concatenate(ws)
+        return [whole.copy() for _ in ws]
+
+    def check(fn):
+        _check_backward(
+            fn,
+            reduce_scatter,
+            expected,
+            "write reduce_scatter_backward(ws) and run its cell",
+            (),
+            [(2, 6), (3, 3), (1, 2), (4, 4)],
+        )
+
+    return run_check(exercise, check, reduce_scatter_backward)
+
+
+# ---- tensor parallelism's two layers, on a simulated group --------------------
+
+
+def _per_rank(got, world: int, what: str) -> list:
+    if not isinstance(got, (list, tuple)) or len(got) != world:
+        raise NotYet(
+            f"return {what} as a list with one array per rank ({world} "
+            f"here), got {type(got).__name__}"
+        )
+    return [np.asarray(g, dtype=np.float64) for g in got]
+
+
+def _compare_per_rank(got, want, name, world, slips) -> None:
+    """Name the first rank whose `name` is wrong, and the slip it matches:
+    `slips` pairs a list of wrong answers (one per rank) with its hint."""
+    for r, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            raise NotYet(
+                f"with {world} ranks, rank {r}'s {name} must have the shape "
+                f"{w.shape}, got {g.shape}"
+            )
+    for r, (g, w) in enumerate(zip(got, want)):
+        if close(g, w, 1e-12):
+            continue
+        for wrong, hint in slips:
+            if wrong and close(g, wrong[r], 1e-12):
+                raise NotYet(f"with {world} ranks, rank {r}'s {name}: {hint}")
+        raise NotYet(
+            f"with {world} ranks, rank {r}'s {name} is wrong (largest error "
+            f"{np.abs(g - w).max():.2e})"
+        )
+
+
+def _unpack(result, names, todo):
+    if not isinstance(result, (list, tuple)) or len(result) != len(names):
+        raise NotYet(f"return the tuple ({', '.join(names)})")
+    if any(part is None or part is Ellipsis for part in result):
+        raise NotAttempted(todo)
+    return result
+
+
+def check_column_parallel_backward(
+    column_parallel_backward, *, exercise: int
+) -> Verdict:
+    """column_parallel_backward(x, weights, dys) -> (dxs, dweights, dbiases).
+
+    y_r = x W_r^T + b_r: x (N, C) is replicated (every rank holds it,
+    through f), rank r holds the rows W_r (OC/R, C), b_r (OC/R,) and
+    computes its columns y_r (N, OC/R); dys[r] is their cotangent.  dxs[r]
+    (N, C) is x's gradient as rank r holds it after f's backward,
+    dweights[r] and dbiases[r] its slices' gradients."""
+    todo = "write column_parallel_backward(x, weights, dys) and run its cell"
+
+    def check(fn):
+        rng = np.random.default_rng(1)
+        for world, N, C, per in ((2, 3, 4, 3), (3, 1, 2, 1), (1, 2, 3, 2)):
+            x = rng.normal(size=(N, C))
+            weights = [rng.normal(size=(per, C)) for _ in range(world)]
+            dys = [rng.normal(size=(N, per)) for _ in range(world)]
+            result = attempt(
+                fn,
+                x.copy(),
+                [w.copy() for w in weights],
+                [d.copy() for d in dys],
+                todo=todo,
+            )
+            dxs, dws, dbs = _unpack(result, ("dxs", "dweights", "dbiases"), todo)
+            dxs = _per_rank(dxs, world, "dxs")
+            dws = _per_rank(dws, world, "dweights")
+            dbs = _per_rank(dbs, world, "dbiases")
+            parts = [d @ w for d, w in zip(dys, weights)]
+            dx = np.sum(parts, axis=0)
+            _compare_per_rank(
+                dxs,
+                [dx] * world,
+                "dx",
+                world,
+                [
+                    (
+                        parts if world > 1 else [],
+                        "it holds only its own slice's part dy_r W_r. x "
+                        "reached every rank's slice, so its gradient is the "
+                        "sum of the parts: f's backward is an all-reduce",
+                    ),
+                    (
+                        [world * dx] * world if world > 1 else [],
+                        f"it is {world} times the gradient: add the ranks' "
+                        "parts once",
+                    ),
+                ],
+            )
+            own = [d.T @ x for d in dys]
+            _compare_per_rank(
+                dws,
+                own,
+                "dW",
+                world,
+                [
+                    (
+                        [np.sum(own, axis=0)] * world if world > 1 else [],
+                        "it is the sum over the ranks; a slice's weight "
+                        "gradient is dy_r^T x, from what the rank holds",
+                    ),
+                ],
+            )
+            _compare_per_rank(
+                dbs,
+                [d.sum(axis=0) for d in dys],
+                "db",
+                world,
+                [],
+            )
+
+    return run_check(exercise, check, column_parallel_backward)
+
+
+def check_row_parallel_backward(
+    row_parallel_backward, *, exercise: int
+) -> Verdict:
+    """row_parallel_backward(xs, weights, dys) -> (dxs, dweights, dbiases).
+
+    y = g(sum_r x_r W_r^T) + b: rank r holds the input columns x_r
+    (N, C/R) and the matching columns W_r (OC, C/R); g adds the partial
+    products, and the bias b (OC,), replicated, is added once.  y is
+    replicated: dys[r] (N, OC) is its cotangent as rank r holds it, the
+    same on every rank.  dxs[r], dweights[r] are rank r's slices'
+    gradients, dbiases[r] the bias's gradient as rank r holds it."""
+    todo = "write row_parallel_backward(xs, weights, dys) and run its cell"
+
+    def check(fn):
+        rng = np.random.default_rng(2)
+        for world, N, per, OC in ((2, 3, 2, 4), (3, 1, 1, 2), (1, 2, 3, 2)):
+            xs = [rng.normal(size=(N, per)) for _ in range(world)]
+            weights = [rng.normal(size=(OC, per)) for _ in range(world)]
+            dy = rng.normal(size=(N, OC))
+            result = attempt(
+                fn,
+                [a.copy() for a in xs],
+                [w.copy() for w in weights],
+                [dy.copy() for _ in range(world)],
+                todo=todo,
+            )
+            dxs, dws, dbs = _unpack(result, ("dxs", "dweights", "dbiases"), todo)
+            dxs = _per_rank(dxs, world, "dxs")
+            dws = _per_rank(dws, world, "dweights")
+            dbs = _per_rank(dbs, world, "dbiases")
+            too_much = (
+                f"it is {world} times the gradient: dy is the cotangent of "
+                f"one replicated value, already whole on every rank, so g's "
+                f"backward is the identity; an all-reduce adds the {world} "
+                f"copies"
+            )
+
+            def times_world(want, world=world):
+                return [world * w for w in want] if world > 1 else []
+
+            want_dx = [dy @ w for w in weights]
+            _compare_per_rank(
+                dxs, want_dx, "dx", world, [(times_world(want_dx), too_much)]
+            )
+            want_dw = [dy.T @ a for a in xs]
+            _compare_per_rank(
+                dws, want_dw, "dW", world, [(times_world(want_dw), too_much)]
+            )
+            db = dy.sum(axis=0)
+            _compare_per_rank(
+                dbs,
+                [db] * world,
+                "db",
+                world,
+                [
+                    (
+                        times_world([db] * world),
+                        f"it is {world} times the gradient: the bias is "
+                        f"added once, after g, so its gradient is dy summed "
+                        f"over the positions, on every rank alike",
+                    ),
+                    (
+                        [db / world] * world if world > 1 else [],
+                        "it is a share of the gradient: the bias was added "
+                        "once, whole, and every rank holds its whole gradient",
+                    ),
+                ],
+            )
+
+    return run_check(exercise, check, row_parallel_backward)
+
+
+# ---- a pipeline schedule, played ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Played:
+    """A schedule played with forwards of `t_f` and backwards of `t_b`:
+    the step's length, each stage's idle share, and the most micro-batches
+    whose activations each stage held at once."""
+
+    span: float
+    bubble: tuple[float, ...]
+    in_flight: tuple[int, ...]
+
+
+def _action(a) -> tuple[str, int]:
+    text = str(a).strip()
+    if len(text) < 2 or text[0] not in "FB" or not text[1:].isdigit():
+        raise NotYet(
+            f'write each step as "F<k>" or "B<k>" (the forward or backward '
+            f"of micro-batch k), got {a!r}"
+        )
+    return text[0], int(text[1:])
+
+
+def simulate_schedule(
+    orders: list, n_micro: int, t_f: float = 1.0, t_b: float = 2.0
+) -> Played:
+    """Play a pipeline schedule: orders[s] is stage s's list of "F<k>" and
+    "B<k>" in the order it runs them.  The forward of micro-batch k on
+    stage s needs its forward on stage s - 1; its backward needs its
+    forward on stage s and its backward on stage s + 1.  Each stage starts
+    a step as soon as the stage is free and the step's inputs have arrived
+    (messages take no time).  Raises ValueError for an order that runs a
+    step twice, misses one, or can never finish (a deadlock)."""
+    p = len(orders)
+    steps = [[_action(a) for a in order] for order in orders]
+    want = sorted((k, mb) for k in "FB" for mb in range(n_micro))
+    for s, order in enumerate(steps):
+        if sorted(order) != want:
+            seen = {}
+            for a in order:
+                seen[a] = seen.get(a, 0) + 1
+            twice = [f"{k}{mb}" for (k, mb), n in sorted(seen.items()) if n > 1]
+            missing = [f"{k}{mb}" for k, mb in want if (k, mb) not in seen]
+            extra = [f"{k}{mb}" for k, mb in seen if mb >= n_micro]
+            what = "; ".join(
+                part
+                for part in (
+                    twice and f"{', '.join(twice)} more than once",
+                    missing and f"no {', '.join(missing)}",
+                    extra
+                    and f"{', '.join(extra)} beyond the {n_micro} micro-batches",
+                )
+                if part
+            )
+            raise ValueError(
+                f"stage {s} must run F and B of each of the {n_micro} "
+                f"micro-batches once: {what}"
+            )
+    done: dict[tuple[str, int, int], tuple[float, float]] = {}
+    free, pos = [0.0] * p, [0] * p
+
+    def needs(k, mb, s):
+        if k == "F":
+            return [("F", mb, s - 1)] if s > 0 else []
+        return [("F", mb, s)] + ([("B", mb, s + 1)] if s < p - 1 else [])
+
+    progress = True
+    while progress:
+        progress = False
+        for s in range(p):
+            while pos[s] < len(steps[s]):
+                k, mb = steps[s][pos[s]]
+                deps = needs(k, mb, s)
+                if any(d not in done for d in deps):
+                    break
+                start = max([free[s], *(done[d][1] for d in deps)])
+                end = start + (t_f if k == "F" else t_b)
+                done[k, mb, s] = (start, end)
+                free[s], pos[s] = end, pos[s] + 1
+                progress = True
+    stuck = [s for s in range(p) if pos[s] < len(steps[s])]
+    if stuck:
+        waits = []
+        for s in stuck:
+            k, mb = steps[s][pos[s]]
+            missing = [d for d in needs(k, mb, s) if d not in done]
+            waits.append(
+                f"stage {s} waits to run {k}{mb} for "
+                + ", ".join(f"{dk}{dm} of stage {ds}" for dk, dm, ds in missing)
+            )
+        raise ValueError(
+            "the schedule deadlocks: " + "; ".join(waits) + ", each of which "
+            "comes later in its own stage's order"
+        )
+    span = max(end for _, end in done.values())
+    work = n_micro * (t_f + t_b)
+    peaks = []
+    for s in range(p):
+        events = sorted(
+            [(done["F", mb, s][0], 1) for mb in range(n_micro)]
+            + [(done["B", mb, s][1], -1) for mb in range(n_micro)]
+        )
+        live = peak = 0
+        for _, change in events:  # at equal times a backward ends first
+            live += change
+            peak = max(peak, live)
+        peaks.append(peak)
+    return Played(
+        span=span,
+        bubble=tuple(1 - work / span for _ in range(p)),
+        in_flight=tuple(peaks),
+    )
+
+
+def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
+    """one_f_one_b(p, m) -> orders: for each of the p stages the list of
+    "F<k>" / "B<k>" it runs, in order, for m micro-batches.  Played with a
+    backward twice as long as a forward, a 1F1B schedule finishes in
+    (m + p - 1)(t_f + t_b), as GPipe does, while stage s holds at most
+    min(m, p - s) micro-batches."""
+    todo = "write one_f_one_b(p, m) and run its cell"
+
+    def check(fn):
+        played = []
+        for p, m in ((2, 4), (4, 8), (3, 2), (1, 3), (4, 4)):
+            orders = attempt(fn, p, m, todo=todo)
+            if not isinstance(orders, (list, tuple)) or len(orders) != p:
+                raise NotYet(
+                    f"with p = {p} return a list of {p} orders, one per stage"
+                )
+            try:
+                run = simulate_schedule([list(o) for o in orders], m)
+            except ValueError as e:
+                raise NotYet(f"with p = {p}, m = {m}: {e}") from None
+            best = (m + p - 1) * 3.0
+            limit = [min(m, p - s) for s in range(p)]
+            for s, (held, most) in enumerate(zip(run.in_flight, limit)):
+                if held > most:
+                    raise NotYet(
+                        f"with p = {p}, m = {m} the order is valid, but "
+                        f"stage {s} holds {held} micro-batches' activations "
+                        f"at once; 1F1B holds at most min(m, p - s) = {most}: "
+                        f"start each backward as soon as it can run"
+                    )
+            if run.span > best + 1e-9:
+                raise NotYet(
+                    f"with p = {p}, m = {m} the order is valid and within "
+                    f"memory, but the step takes {run.span:g} where 1F1B "
+                    f"takes (m + p - 1)(t_f + t_b) = {best:g}: some stage "
+                    f"waits where it could run a forward"
+                )
+            played.append(
+                f"p = {p}, m = {m}: bubble {run.bubble[0]:.3f}, "
+                f"in flight {list(run.in_flight)}"
+            )
+        return "    " + "\n    ".join(played)
+
+    return run_check(exercise, check, one_f_one_b)
+
+
+# ---- predictions, graded by the chapter's counters ---------------------------
+
+
+def _tp_elements_slips(measured, n_layer):
+    return [
+        (
+            measured / 2,
+            "half the count: every block sends its two all-reduces forward "
+            "(g) and its two backward (f)",
+        ),
+        (measured / 4, "a quarter: four all-reduces per block, in every block"),
+        (
+            measured / (4 * n_layer),
+            "that is one all-reduce's input, B x T x C; count them all",
+        ),
+    ]
+
+
+def _sequence_bytes_slips(measured, whole, tensor_parallel):
+    return [
+        (whole / 2, "the causal mask is not split: every rank keeps all of it"),
+        (
+            tensor_parallel,
+            "that is plain tensor parallelism's count: sequence parallelism "
+            "also splits the layer norms' arrays along T",
+        ),
+        (whole, "that is one process's count: each rank keeps its share"),
+    ]
+
+
+def _bubble_slips(measured, p, m):
+    return [
+        (
+            (p - 1) / p,
+            "that is one batch without micro-batches: with m of them the "
+            "stages overlap",
+        ),
+        (
+            (p - 1) / m,
+            "that is (p - 1)/m, the idle time against the work; as a share "
+            "of the step it is (p - 1)/(m + p - 1)",
+        ),
+    ]
+
+
+#: The chapter's predictions: name -> (the common slips, (wrong value,
+#: hint) computed from the measured value and what the chapter tells the
+#: reader; the relative tolerance: counts are exact, a fraction is read off
+#: to a few digits).
+PREDICTIONS = {
+    "tp-elements": (_tp_elements_slips, 1e-9),
+    "sequence-bytes": (_sequence_bytes_slips, 1e-9),
+    "bubble": (_bubble_slips, 1e-2),
+}
+
+
+def check_prediction(
+    name: str, predicted, *, measured: float, exercise: int, **context
+) -> Verdict:
+    """A number the reader predicted before the chapter measured it with
+    one of its deterministic counters: correct within the prediction's
+    tolerance of `measured`.  `name` picks the common slips and the
+    tolerance (`PREDICTIONS`); the slips are computed from `measured` and
+    `context`, and the first one the prediction matches gives the hint."""
+    if name not in PREDICTIONS:
+        raise ValueError(
+            f"check_prediction: no prediction {name!r}; one of "
+            f"{', '.join(PREDICTIONS)}"
+        )
+    make_slips, rel = PREDICTIONS[name]
+    slips = make_slips(measured, **context)
+    todo = "replace ... with your prediction (a number) and run the cell"
+
+    def check(value):
+        if value is None or value is Ellipsis:
+            raise NotAttempted(todo)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            kind = type(value).__name__
+            raise NotYet(f"a prediction is one number, got {kind}")
+        if abs(value - measured) <= rel * abs(measured):
+            return f"    you predicted {value:,g}; measured {measured:,g}"
+        for slip, hint in slips:
+            if abs(value - slip) <= rel * abs(slip):
+                raise NotYet(f"{value:,g}: {hint}")
+        raise NotYet(
+            f"{value:,g} is not what the counter measured; it is "
+            f"{'higher' if measured > value else 'lower'} (run the cells "
+            f"after this one to see it, then find what your count missed)"
+        )
+
+    return run_check(exercise, check, predicted)
 
 
 # ---- self-checks -------------------------------------------------------------

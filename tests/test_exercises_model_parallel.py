@@ -1,0 +1,220 @@
+"""Chapter 12's exercise checks: each accepts the book's answer, says "not
+attempted yet" to a stub, and names the wrong gradient and the slip for
+the typical wrong answers (the all-gather and broadcast checks are tested
+in test_model_parallel.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backprop_lessons.exercises import model_parallel as E
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def _status(verdict, status, *words):
+    assert verdict.status == status, verdict
+    for word in words:
+        assert word in verdict.hint, verdict.hint
+
+
+# ---- reduce-scatter ---------------------------------------------------------
+
+
+def test_reduce_scatter_backward():
+    check = E.check_reduce_scatter_backward
+    _status(check(stub, exercise=1), "not attempted yet")
+    assert check(lambda ws: E.all_gather(ws), exercise=1).correct
+    _status(check(lambda ws: ws, exercise=1), "not yet", "shape")
+    own_block_everywhere = check(
+        lambda ws: [np.tile(w, len(ws)) for w in ws], exercise=1
+    )
+    _status(own_block_everywhere, "not yet", "dot-product test")
+
+
+# ---- column- and row-parallel linear layers ---------------------------------
+
+
+def column_right(x, weights, dys):
+    parts = [dy @ w for dy, w in zip(dys, weights)]
+    return (
+        E.all_reduce(parts),
+        [dy.T @ x for dy in dys],
+        [dy.sum(axis=0) for dy in dys],
+    )
+
+
+def test_column_parallel_backward():
+    check = E.check_column_parallel_backward
+    _status(check(stub, exercise=2), "not attempted yet")
+    assert check(column_right, exercise=2).correct
+
+    def no_f(x, weights, dys):
+        dxs, dws, dbs = column_right(x, weights, dys)
+        return [dy @ w for dy, w in zip(dys, weights)], dws, dbs
+
+    _status(check(no_f, exercise=2), "not yet", "rank 0's dx", "f's backward")
+
+    def summed_weights(x, weights, dys):
+        dxs, dws, dbs = column_right(x, weights, dys)
+        return dxs, E.all_reduce(dws), dbs
+
+    _status(check(summed_weights, exercise=2), "not yet", "dW", "sum over")
+
+    def transposed(x, weights, dys):
+        dxs, dws, dbs = column_right(x, weights, dys)
+        return dxs, [x.T @ dy for dy in dys], dbs
+
+    _status(check(transposed, exercise=2), "not yet", "dW must have the shape")
+
+    def bias_per_position(x, weights, dys):
+        dxs, dws, _ = column_right(x, weights, dys)
+        return dxs, dws, [dy.sum(axis=1) for dy in dys]
+
+    _status(check(bias_per_position, exercise=2), "not yet", "db")
+    _status(check(lambda x, w, d: (1, 2), exercise=2), "not yet", "tuple")
+    _status(
+        check(lambda x, w, d: (..., ..., ...), exercise=2), "not attempted yet"
+    )
+
+
+def row_right(xs, weights, dys):
+    return (
+        [dy @ w for dy, w in zip(dys, weights)],
+        [dy.T @ x for dy, x in zip(dys, xs)],
+        [dy.sum(axis=0) for dy in dys],
+    )
+
+
+def test_row_parallel_backward():
+    check = E.check_row_parallel_backward
+    _status(check(stub, exercise=3), "not attempted yet")
+    assert check(row_right, exercise=3).correct
+
+    def g_as_all_reduce(xs, weights, dys):
+        return row_right(xs, weights, E.all_reduce(dys))
+
+    _status(
+        check(g_as_all_reduce, exercise=3),
+        "not yet",
+        "rank 0's dx",
+        "g's backward is the identity",
+    )
+
+    def bias_summed_over_ranks(xs, weights, dys):
+        dxs, dws, dbs = row_right(xs, weights, dys)
+        return dxs, dws, E.all_reduce(dbs)
+
+    _status(check(bias_summed_over_ranks, exercise=3), "not yet", "added once")
+
+    def bias_shared_out(xs, weights, dys):
+        dxs, dws, dbs = row_right(xs, weights, dys)
+        return dxs, dws, [db / len(dbs) for db in dbs]
+
+    _status(check(bias_shared_out, exercise=3), "not yet", "a share")
+
+    def crashes(xs, weights, dys):
+        return [dy @ weights.T for dy in dys], [], []  # a list has no .T
+
+    verdict = check(crashes, exercise=3)
+    assert verdict.status == "not yet" and verdict.where, verdict
+
+
+# ---- the pipeline schedule --------------------------------------------------
+
+
+def one_f_one_b(p, m):
+    orders = []
+    for s in range(p):
+        warm = min(m, p - s)
+        order = [f"F{k}" for k in range(warm)]
+        for k in range(m - warm):
+            order += [f"B{k}", f"F{warm + k}"]
+        order += [f"B{k}" for k in range(m - warm, m)]
+        orders.append(order)
+    return orders
+
+
+def test_simulate_schedule_plays_1f1b_and_gpipe():
+    run = E.simulate_schedule(one_f_one_b(2, 4), 4)
+    assert run.span == 15.0 and run.in_flight == (2, 1)
+    assert run.bubble[0] == pytest.approx(0.2)
+    gpipe = [[f"F{k}" for k in range(4)] + [f"B{k}" for k in range(4)]] * 2
+    run = E.simulate_schedule(gpipe, 4)
+    assert run.span == 15.0 and run.in_flight == (4, 4)
+    with pytest.raises(ValueError, match="deadlocks"):
+        E.simulate_schedule(
+            [["F0", "B0", "F1", "B1"], ["F0", "F1", "B0", "B1"]], 2
+        )
+    with pytest.raises(ValueError, match="F1 more than once; no B1"):
+        E.simulate_schedule(
+            [["F0", "F1", "B0", "F1"], ["F0", "B0", "F1", "B1"]], 2
+        )
+
+
+def test_pipeline_schedule_check():
+    check = E.check_pipeline_schedule
+    _status(check(stub, exercise=4), "not attempted yet")
+    verdict = check(one_f_one_b, exercise=4)
+    assert verdict.correct, verdict
+
+    def gpipe(p, m):
+        return [[f"F{k}" for k in range(m)] + [f"B{k}" for k in range(m)]] * p
+
+    _status(check(gpipe, exercise=4), "not yet", "stage 0 holds 4", "at most")
+
+    def one_at_a_time(p, m):
+        return [[a for k in range(m) for a in (f"F{k}", f"B{k}")]] * p
+
+    _status(check(one_at_a_time, exercise=4), "not yet", "the step takes")
+
+    def backward_too_soon(p, m):
+        return [[a for k in range(m) for a in (f"F{k}", f"B{k}")]] + one_f_one_b(
+            p, m
+        )[1:]
+
+    _status(check(backward_too_soon, exercise=4), "not yet")
+
+    def deadlock(p, m):
+        # stage 0 waits for B0 before F1; the last stage wants F1 before B0
+        orders = one_f_one_b(p, m)
+        orders[0] = [a for k in range(m) for a in (f"F{k}", f"B{k}")]
+        orders[-1] = ["F0", "F1", "B0", "B1"] + orders[-1][4:]
+        return orders
+
+    _status(check(deadlock, exercise=4), "not yet", "deadlocks")
+    _status(
+        check(lambda p, m: [["X0"]] * p, exercise=4),
+        "not yet",
+        '"F<k>" or "B<k>"',
+    )
+    _status(check(lambda p, m: [[]], exercise=4), "not yet", "one per stage")
+
+
+# ---- predictions ------------------------------------------------------------
+
+
+def test_prediction():
+    check = E.check_prediction
+    tp = {"measured": 16384, "n_layer": 2}
+    _status(check("tp-elements", ..., exercise=4, **tp), "not attempted yet")
+    assert check("tp-elements", 16384, exercise=4, **tp).correct
+    _status(check("tp-elements", 16390, exercise=4, **tp), "not yet", "lower")
+    _status(check("tp-elements", 8192, exercise=4, **tp), "not yet", "half")
+    _status(check("tp-elements", 2048, exercise=4, **tp), "not yet", "B x T x C")
+    _status(check("tp-elements", 1000, exercise=4, **tp), "not yet", "higher")
+    _status(check("tp-elements", "1", exercise=4, **tp), "not yet", "one number")
+    sp = {"measured": 149760, "whole": 299264, "tensor_parallel": 184576}
+    assert check("sequence-bytes", 149760, exercise=5, **sp).correct
+    _status(check("sequence-bytes", 149632, exercise=5, **sp), "not yet", "mask")
+    _status(check("sequence-bytes", 184576, exercise=5, **sp), "not yet", "plain")
+    bubble = {"measured": 0.2, "p": 2, "m": 4}
+    assert check("bubble", 0.2, exercise=7, **bubble).correct
+    assert check("bubble", 1 / 5, exercise=7, **bubble).correct
+    _status(check("bubble", 0.25, exercise=7, **bubble), "not yet", "(p - 1)/m")
+    _status(check("bubble", 0.5, exercise=7, **bubble), "not yet", "one batch")
+    with pytest.raises(ValueError, match="no prediction 'nope'"):
+        check("nope", 1, measured=1, exercise=1)
