@@ -31,8 +31,9 @@ globals: everything a check needs is an argument or built inside it.
 The checks of the backwards the reader writes in the later chapters are
 also importable from here (`from backprop_lessons.exercises import
 check_attention_backward`; chapter 12's parallel layers, collective and
-pipeline schedule too), and so is `yours_or_the_solution`, which the cells after an exercise use to run on
-the reader's function once it passes (and on the solution until then).
+pipeline schedule too), and so is `yours_or_the_solution`, which the
+cells after an exercise use to run on the reader's function once it
+passes (and on the solution until then).
 """
 
 from .checking import yours_or_the_solution
