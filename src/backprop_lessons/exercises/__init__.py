@@ -28,7 +28,8 @@ notebook owns the number); it prints "Exercise N: not attempted yet - ...",
 `checking` holds the machinery they share.  Nothing here reads notebook
 globals: everything a check needs is an argument or built inside it.
 
-The checks of the GPT layers' backwards are also importable from here:
+The checks of the GPT layers' backwards (chapter 6's, and chapter 10's
+FlashAttention and fused classifier) are also importable from here:
 `from backprop_lessons.exercises import check_attention_backward`, and so
 is `yours_or_the_solution`, which the cells after an exercise use to run on
 the reader's function once it passes (and on the solution until then).
@@ -44,6 +45,10 @@ from .gpt_layers import (
     check_layernorm_backward,
     check_matmul_backward,
 )
+from .memory_and_precision import (
+    check_flash_attention_backward,
+    check_fused_classifier_backward,
+)
 
 __all__ = [
     "check_layernorm_backward",
@@ -53,5 +58,7 @@ __all__ = [
     "check_encoder_backward",
     "check_matmul_backward",
     "check_gpt_backward",
+    "check_flash_attention_backward",
+    "check_fused_classifier_backward",
     "yours_or_the_solution",
 ]
