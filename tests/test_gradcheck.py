@@ -492,7 +492,9 @@ def test_random_direction_checks_pass_a_right_gradient():
     f, arrays, grads = _quadratic()
     table = random_direction_checks(f, arrays, grads)
     assert [r.name for r in table.rows] == ["x", "y", "all at once"]
+    assert [r.shape for r in table.rows] == [(3, 4), (5,), "every array"]
     assert table.passed and table.max_rel_error < 1e-8
+    assert "every array" in str(table) and "all 3 PASS" in str(table)
     before = {k: v.copy() for k, v in arrays.items()}
     assert all(np.array_equal(before[k], arrays[k]) for k in arrays)
 

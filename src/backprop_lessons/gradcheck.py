@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -588,7 +588,7 @@ def random_direction_checks(
                 f_of_moved, [xs[i] for i in moved], vs, eps
             )
 
-        return dot_product_test(
+        checked = dot_product_test(
             jvp,
             lambda u: [float(u) * gs[i] for i in moved],
             [xs[i].shape for i in moved],
@@ -597,12 +597,13 @@ def random_direction_checks(
             tol=_tolerance(tol, name, 1e-6),
             name=name,
         )
+        # the shape moved, not the two numbers: their last digits are noise
+        shape = xs[moved[0]].shape if len(moved) == 1 else "every array"
+        return replace(checked, shape=shape, values=None)
 
     rows = [row([i], n, seed + i) for i, n in enumerate(names)]
     rows.append(row(list(range(len(names))), "all at once", seed + len(names)))
-    return CheckTable(
-        "gradient along random directions", rows, ("d/dt f(x+tv)", "<grad, v>")
-    )
+    return CheckTable("gradient along random directions", rows)
 
 
 def compare_with_torch(
