@@ -82,3 +82,28 @@ def test_segment_length_must_be_positive(twin):
         torch_gpt_loss_segments(tp, CONFIG, idx, targets, 0)
     with pytest.raises(ValueError, match="segment_costs: k"):
         segment_costs(tp, CONFIG, idx, targets, [2, -1])
+
+
+def test_chapter_8s_sixteen_blocks():
+    """Chapter 8's claim, counted (bytes follow from shapes, not values): on
+    16 blocks of C = 64 with B = 8, T = 64 a block saves about 20 times its
+    input, so every block holds 12% of the plain saved bytes at the worst
+    moment and every 4 = sqrt(16) blocks 27%, both at 1.33 times the
+    plain step's FLOPs."""
+    config = GPTConfig(
+        vocab_size=28, block_size=64, n_layer=16, n_head=4, n_embd=64
+    )
+    params = init_params(config, seed=0, dtype=np.float32)
+    tp = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    idx = torch.zeros((8, 64), dtype=torch.long)
+    table = segment_costs(tp, config, idx, idx, [1, 4])
+    every, root = table.rows
+    s_in = 4 * 8 * 64 * 64
+    assert 19.5 < every.rebuilt / s_in < 20.5
+    assert round(every.worst / table.plain_bytes, 2) == 0.12
+    assert round(root.worst / table.plain_bytes, 2) == 0.27
+    assert (
+        round(every.flops / table.plain_flops, 2)
+        == 1.33
+        == round(root.flops / table.plain_flops, 2)
+    )

@@ -353,6 +353,30 @@ def test_backward_from_given_logit_gradients_matches_pytorch():
         )
 
 
+def test_random_directions_pass_and_name_a_transposed_gradient():
+    """Chapter 7's checks on the model: every parameter's gradient along a
+    random direction, then attprojw's gradient transposed (a square
+    matrix, so no shape catches it) fails its own row only."""
+    from backprop_lessons.gradcheck import random_direction_checks
+
+    config = CONFIGS["3 layers, 4 heads"]
+    params = random_params(config)
+    idx, targets = random_batch(config)
+    _, cache = gpt_forward(params, config, idx, targets)
+    grads = gpt_backward(params, config, cache)
+
+    def loss(p):
+        return gpt_forward(p, config, idx, targets)[0]
+
+    assert random_direction_checks(loss, params, grads).passed
+    planted = dict(grads, attprojw=grads["attprojw"].transpose(0, 2, 1))
+    table = random_direction_checks(loss, params, planted)
+    assert [r.name for r in table.rows if not r.passed] == [
+        "attprojw",
+        "all at once",
+    ]
+
+
 def test_backward_from_logit_gradients_errors(small):
     config, params = small
     idx = np.zeros((1, 3), dtype=int)
