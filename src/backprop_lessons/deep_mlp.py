@@ -209,21 +209,10 @@ def layer_profile(
     }
 
 
-def layer_gradient_norms(
-    depth: int = 20,
-    width: int = 64,
-    activation: str = "sigmoid",
-    init: str = "xavier",
-    residual: bool = False,
-    batch: int = 128,
-    n_classes: int = 10,
-    seed: int = 0,
-) -> np.ndarray:
+def layer_gradient_norms(*args, **kwargs) -> np.ndarray:
     """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side
-    first: `layer_profile`'s "dW"."""
-    return layer_profile(
-        depth, width, activation, init, residual, batch, n_classes, seed
-    )["dW"]
+    first: `layer_profile(*args, **kwargs)["dW"]`, with its arguments."""
+    return layer_profile(*args, **kwargs)["dW"]
 
 
 def per_layer_ratio(norms) -> float:
