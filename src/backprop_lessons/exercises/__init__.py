@@ -15,6 +15,7 @@ One module per chapter topic (stable names, not chapter numbers):
     memory_and_precision memory and precision
     higher_order         derivatives of derivatives, function transforms
     model_parallel       the backward of model parallelism
+    predictions          numbers predicted before a chapter measures them
     microgpt             the appendix (self-check questions only)
 
 Each module also holds its chapter's self-check questions, `SELF_CHECKS`
@@ -54,10 +55,10 @@ from .memory_and_precision import (
 from .model_parallel import (
     check_column_parallel_backward,
     check_pipeline_schedule,
-    check_prediction,
     check_reduce_scatter_backward,
     check_row_parallel_backward,
 )
+from .predictions import check_prediction
 
 __all__ = [
     "check_layernorm_backward",

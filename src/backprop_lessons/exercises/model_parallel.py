@@ -7,7 +7,6 @@
     check_pipeline_schedule(one_f_one_b)
     check_all_gather_backward(all_gather_backward)
     check_broadcast_backward(broadcast_backward)
-    check_prediction(name, predicted, measured=...)
 
 The reader writes backwards on a simulated group: a list that holds every
 rank's array, rank r at index r (no processes needed; the chapter's runs on
@@ -20,8 +19,8 @@ y = collective(x); the parallel layers' checks name the wrong gradient
 backward taken for an all-reduce).  The pipeline check plays the reader's
 schedule (`simulate_schedule`): it rejects an order that deadlocks or
 breaks a dependency, and reports the bubble and the micro-batches each
-stage holds.  `check_prediction` grades a number predicted before the
-chapter measures it with one of its deterministic counters.  Each check
+stage holds.  (The chapter's predictions are graded by
+`predictions.check_prediction`.)  Each check
 prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
@@ -29,7 +28,6 @@ prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +50,6 @@ __all__ = [
     "check_pipeline_schedule",
     "check_all_gather_backward",
     "check_broadcast_backward",
-    "check_prediction",
-    "PREDICTIONS",
     "SELF_CHECKS",
 ]
 
@@ -658,120 +654,6 @@ def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
         return "    " + "\n    ".join(played)
 
     return run_check(exercise, check, one_f_one_b)
-
-
-# ---- predictions, graded by the chapter's counters ---------------------------
-
-
-def _tp_elements_slips(measured, n_layer):
-    return [
-        (
-            measured / 2,
-            f"half the count: every block sends its two all-reduces forward "
-            f"(g) and its two backward (f), and there are {n_layer} blocks",
-        ),
-        (measured / 4, "a quarter: four all-reduces per block, in every block"),
-        (
-            measured / (4 * n_layer),
-            "that is one all-reduce's input, B x T x C; count them all",
-        ),
-        (measured * 8, "that is bytes: count elements (numbers)"),
-        (
-            measured * 2,
-            "that is both ranks together: count what one rank puts in",
-        ),
-    ]
-
-
-def _sequence_bytes_slips(measured, whole, tensor_parallel, mask):
-    return [
-        (whole / 2, "the causal mask is not split: every rank keeps all of it"),
-        (
-            tensor_parallel,
-            "that is plain tensor parallelism's count: sequence parallelism "
-            "also splits the layer norms' arrays along T",
-        ),
-        (whole, "that is one process's count: each rank keeps its share"),
-        (
-            (whole - mask) / 2,
-            "you halved everything but the mask; add the mask back, whole",
-        ),
-    ]
-
-
-def _bubble_slips(measured, p, m):
-    return [
-        (
-            (p - 1) / p,
-            "that is one batch without micro-batches: with m of them the "
-            "stages overlap",
-        ),
-        (
-            (p - 1) / m,
-            "that is the idle time measured against the work; the question "
-            "asks for a share of the whole step, idle time included",
-        ),
-        (
-            100 * measured,
-            "give the share as a fraction of the step, not a percentage",
-        ),
-    ]
-
-
-#: The chapter's predictions: name -> (the common slips, (wrong value,
-#: hint) computed from the measured value and what the chapter tells the
-#: reader; the relative tolerance: counts are exact, a fraction is read off
-#: to a few digits).
-PREDICTIONS = {
-    "tp-elements": (_tp_elements_slips, 1e-9),
-    "sequence-bytes": (_sequence_bytes_slips, 1e-9),
-    "bubble": (_bubble_slips, 1e-2),
-}
-
-
-def check_prediction(
-    name: str, predicted, *, measured: float, exercise: int, **context
-) -> Verdict:
-    """A number the reader predicted before the chapter measured it with
-    one of its deterministic counters: correct within the prediction's
-    tolerance of `measured`.  `name` picks the common slips and the
-    tolerance (`PREDICTIONS`); the slips are computed from `measured` and
-    `context`, and the first one the prediction matches gives the hint."""
-    if name not in PREDICTIONS:
-        raise ValueError(
-            f"check_prediction: no prediction {name!r}; one of "
-            f"{', '.join(PREDICTIONS)}"
-        )
-    make_slips, rel = PREDICTIONS[name]
-    slips = make_slips(measured, **context)
-    todo = "replace ... with your prediction (a number) and run the cell"
-
-    def check(value):
-        if value is None or value is Ellipsis:
-            raise NotAttempted(todo)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (numbers.Real, np.number)
-        ):
-            kind = type(value).__name__
-            raise NotYet(f"a prediction is one number, got {kind}")
-        value = float(value)
-        if value == 0 and name == "bubble":
-            raise NotYet(
-                "0: 1F1B reorders the forwards and backwards, but the first "
-                "stage still waits for the last backward to come back"
-            )
-        if abs(value - measured) <= rel * abs(measured):
-            return f"    you predicted {value:,g}; measured {measured:,g}"
-        for slip, hint in slips:
-            if abs(value - slip) <= rel * abs(slip):
-                raise NotYet(f"{value:,g}: {hint}")
-        raise NotYet(
-            f"{value:,g} is not what the chapter measured; it is "
-            f"{'higher' if measured > value else 'lower'} (run the cells "
-            f"after this one to see it, then find what your count missed)"
-        )
-
-    return run_check(exercise, check, predicted)
 
 
 # ---- self-checks -------------------------------------------------------------
