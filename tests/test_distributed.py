@@ -44,6 +44,7 @@ def launch():
         "ddp": (D.ddp_gradients, (x, y)),
         "gpt": (D.gpt_data_parallel_gradients, (params, CONFIG, idx, targets)),
         "buckets": (D.ddp_bucket_log, (x, y, 256)),
+        "bucket_bytes": (D.ddp_bucket_bytes, (x, y, 256)),
     }
     return D.run_workers(D.run_tasks, tasks, world_size=2)
 
@@ -101,6 +102,8 @@ def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
         [name for name, _ in model.named_parameters()]
     ]  # one bucket at first
     assert second == assign_buckets(sizes, 256)
+    # every gradient goes into the all-reduces once per backward, float64
+    assert launch[0]["bucket_bytes"] == [sum(sizes.values())] * 2
 
 
 def test_a_failing_rank_is_named_and_no_process_is_left():

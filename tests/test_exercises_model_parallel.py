@@ -197,24 +197,60 @@ def test_pipeline_schedule_check():
 # ---- predictions ------------------------------------------------------------
 
 
-def test_prediction():
-    check = E.check_prediction
-    tp = {"measured": 16384, "n_layer": 2}
-    _status(check("tp-elements", ..., exercise=4, **tp), "not attempted yet")
-    assert check("tp-elements", 16384, exercise=4, **tp).correct
-    _status(check("tp-elements", 16390, exercise=4, **tp), "not yet", "lower")
-    _status(check("tp-elements", 8192, exercise=4, **tp), "not yet", "half")
-    _status(check("tp-elements", 2048, exercise=4, **tp), "not yet", "B x T x C")
-    _status(check("tp-elements", 1000, exercise=4, **tp), "not yet", "higher")
-    _status(check("tp-elements", "1", exercise=4, **tp), "not yet", "one number")
-    sp = {"measured": 149760, "whole": 299264, "tensor_parallel": 184576}
-    assert check("sequence-bytes", 149760, exercise=5, **sp).correct
-    _status(check("sequence-bytes", 149632, exercise=5, **sp), "not yet", "mask")
-    _status(check("sequence-bytes", 184576, exercise=5, **sp), "not yet", "plain")
-    bubble = {"measured": 0.2, "p": 2, "m": 4}
-    assert check("bubble", 0.2, exercise=7, **bubble).correct
-    assert check("bubble", 1 / 5, exercise=7, **bubble).correct
-    _status(check("bubble", 0.25, exercise=7, **bubble), "not yet", "(p - 1)/m")
-    _status(check("bubble", 0.5, exercise=7, **bubble), "not yet", "one batch")
-    with pytest.raises(ValueError, match="no prediction 'nope'"):
-        check("nope", 1, measured=1, exercise=1)
+def test_malformed_answers_get_a_verdict_not_a_crash():
+    ragged = E.check_reduce_scatter_backward(
+        lambda ws: [[1.0, [2.0]] for _ in ws], exercise=1
+    )
+    _status(ragged, "not yet", "not an array of numbers")
+    short = E.check_reduce_scatter_backward(
+        lambda ws: E.all_gather(ws)[:2], exercise=1
+    )
+    _status(short, "not yet", "got a list of 2")
+    nones = E.check_broadcast_backward(
+        lambda ws, src: [None for _ in ws], exercise=9
+    )
+    _status(nones, "not yet", "is None")
+    letters = E.check_column_parallel_backward(
+        lambda x, w, d: (["a"] * len(d), w, d), exercise=2
+    )
+    _status(letters, "not yet", "not an array of numbers")
+    _status(
+        E.check_pipeline_schedule(lambda p, m: [None] * p, exercise=6),
+        "not yet",
+        "must be a list of steps",
+    )
+
+
+def test_collective_slips_are_named():
+    everyone = E.check_broadcast_backward(
+        lambda ws, src: E.all_reduce(ws), exercise=9
+    )
+    _status(everyone, "not yet", "src = 0", "only rank src's input")
+    own = E.check_reduce_scatter_backward(
+        lambda ws: [
+            np.concatenate([w if q == r else 0 * w for q in range(len(ws))])
+            for r, w in enumerate(ws)
+        ],
+        exercise=1,
+    )
+    _status(own, "not yet", "only its own block")
+    float32 = E.check_reduce_scatter_backward(
+        lambda ws: [a.astype(np.float32) for a in E.all_gather(ws)], exercise=1
+    )
+    _status(float32, "not yet", "largest error")
+
+
+def test_row_parallel_slips_are_named():
+    check = E.check_row_parallel_backward
+
+    def dx_all_reduced(xs, weights, dys):
+        dxs, dws, dbs = row_right(xs, weights, dys)
+        return E.all_reduce(dxs), dws, dbs
+
+    _status(check(dx_all_reduced, exercise=3), "not yet", "rank 0's dx", "own")
+
+    def bias_on_rank_0(xs, weights, dys):
+        dxs, dws, dbs = row_right(xs, weights, dys)
+        return dxs, dws, [dbs[0]] + [0 * b for b in dbs[1:]]
+
+    _status(check(bias_on_rank_0, exercise=3), "not yet", "rank 1's db", "zero")

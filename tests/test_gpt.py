@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 from backprop_lessons.gpt.reference import (  # noqa: E402
     compare_gpt_with_torch,
     torch_forward_backward,
+    torch_gpt_block,
 )
 
 CONFIGS = {
@@ -327,6 +328,64 @@ def test_backward_without_targets(small):
     _, cache = gpt_forward(params, config, np.zeros((1, 3), dtype=int))
     with pytest.raises(ValueError, match="without targets"):
         gpt_backward(params, config, cache)
+
+
+def test_backward_from_given_logit_gradients_matches_pytorch():
+    """gpt_backward(..., dlogits=u) is J^T u for the map parameters ->
+    logits: PyTorch's gradients of sum(logits * u), float64."""
+    config = CONFIGS["2 layers, 2 heads"]
+    params = random_params(config)
+    idx, _ = random_batch(config, B=2)
+    _, cache = gpt_forward(params, config, idx)  # no targets needed
+    u = np.random.default_rng(5).standard_normal(cache["logits"].shape)
+    grads = gpt_backward(params, config, cache, dlogits=u)
+    tp = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    x = tp["wte"][torch.tensor(idx)] + tp["wpe"][: idx.shape[1]]
+    for l in range(config.n_layer):
+        x = torch_gpt_block(x, tp, config, l)
+    x = torch.nn.functional.layer_norm(
+        x, (config.n_embd,), tp["lnfw"], tp["lnfb"], layers.LAYERNORM_EPS
+    )
+    (x @ tp["wte"].T * torch.tensor(u)).sum().backward()
+    for name, t in tp.items():
+        np.testing.assert_allclose(
+            grads[name], t.grad.numpy(), rtol=1e-10, atol=1e-12
+        )
+
+
+def test_random_directions_pass_and_name_a_transposed_gradient():
+    """Chapter 7's checks on the model: every parameter's gradient along a
+    random direction, then attprojw's gradient transposed (a square
+    matrix, so no shape catches it) fails its own row only."""
+    from backprop_lessons.gradcheck import random_direction_checks
+
+    config = CONFIGS["3 layers, 4 heads"]
+    params = random_params(config)
+    idx, targets = random_batch(config)
+    _, cache = gpt_forward(params, config, idx, targets)
+    grads = gpt_backward(params, config, cache)
+
+    def loss(p):
+        return gpt_forward(p, config, idx, targets)[0]
+
+    assert random_direction_checks(loss, params, grads).passed
+    planted = dict(grads, attprojw=grads["attprojw"].transpose(0, 2, 1))
+    table = random_direction_checks(loss, params, planted)
+    assert [r.name for r in table.rows if not r.passed] == [
+        "attprojw",
+        "all at once",
+    ]
+
+
+def test_backward_from_logit_gradients_errors(small):
+    config, params = small
+    idx = np.zeros((1, 3), dtype=int)
+    _, cache = gpt_forward(params, config, idx)
+    with pytest.raises(ValueError, match="dlogits must have the logits' shape"):
+        gpt_backward(params, config, cache, dlogits=np.zeros((1, 3, 2)))
+    _, fused = gpt_forward(params, config, idx, idx, fused=True)
+    with pytest.raises(ValueError, match="the forward was fused"):
+        gpt_backward(params, config, fused, dlogits=np.zeros((1, 3, 7)))
 
 
 def test_bad_params_and_config(small):

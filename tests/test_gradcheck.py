@@ -20,6 +20,7 @@ from backprop_lessons.gradcheck import (
     dot_product_test,
     gradcheck,
     numerical_gradient,
+    random_direction_checks,
     relative_error,
 )
 from backprop_lessons.scalar import Value
@@ -206,6 +207,26 @@ def test_relative_error_of_arrays_is_scaled_by_the_largest_entry():
 
 
 # ---- the check table ---------------------------------------------------------
+
+
+def test_per_entry_error_sees_a_wrong_small_entry_normwise_does_not():
+    """Chapter 7's case: an entry 1e-7 of the largest, sign flipped."""
+    right = np.array([0.88, 0.62, 0.047, 1.1e-7])
+    wrong = right * np.array([1, 1, 1, -1])
+    assert relative_error(wrong, right) == pytest.approx(2.2e-7 / 0.88)
+    assert relative_error(wrong, right, per_entry=True) == pytest.approx(2.0)
+    assert relative_error(right, right, per_entry=True) == 0.0
+    # each entry against its own size, or the floor when both are smaller
+    a, b = np.array([1.0, 1e-20]), np.array([1.01, 3e-20])
+    assert relative_error(a, b, per_entry=True) == pytest.approx(0.01 / 1.01)
+    assert relative_error(a, b, floor=0.0, per_entry=True) == pytest.approx(2 / 3)
+    rows = [
+        compare_arrays("normwise", wrong, right, 1e-6),
+        compare_arrays("per entry", wrong, right, 1e-3, per_entry=True),
+    ]
+    assert [r.passed for r in rows] == [True, False]
+    with pytest.raises(TypeError, match="per_entry must be True or False"):
+        relative_error(right, right, per_entry="yes")
 
 
 def test_row_passes_below_its_tolerance():
@@ -450,3 +471,51 @@ def test_gradcheck_dot_product_row():
     assert not bad["dot product"].passed
     with pytest.raises(TypeError, match="gradcheck: dot_product must be"):
         gradcheck(lambda x, w: x @ w, inputs, dot_product=1)
+
+
+# ---- random directions -------------------------------------------------------
+
+
+def _quadratic():
+    """f(x) = sum(A * x^2) + sum(b * y) with its gradients, as dicts."""
+    rng = np.random.default_rng(3)
+    arrays = {"x": rng.standard_normal((3, 4)), "y": rng.standard_normal(5)}
+    A, b = rng.standard_normal((3, 4)), rng.standard_normal(5)
+
+    def f(p):
+        return float((A * p["x"] ** 2).sum() + (b * p["y"]).sum())
+
+    return f, arrays, {"x": 2 * A * arrays["x"], "y": b.copy()}
+
+
+def test_random_direction_checks_pass_a_right_gradient():
+    f, arrays, grads = _quadratic()
+    table = random_direction_checks(f, arrays, grads)
+    assert [r.name for r in table.rows] == ["x", "y", "all at once"]
+    assert [r.shape for r in table.rows] == [(3, 4), (5,), "every array"]
+    assert table.passed and table.max_rel_error < 1e-8
+    assert "every array" in str(table) and "all 3 PASS" in str(table)
+    before = {k: v.copy() for k, v in arrays.items()}
+    assert all(np.array_equal(before[k], arrays[k]) for k in arrays)
+
+
+def test_random_direction_checks_name_the_wrong_array():
+    f, arrays, grads = _quadratic()
+    grads["x"] = grads["x"].copy()
+    grads["x"][0, 0] *= -1  # one wrong entry
+    table = random_direction_checks(f, arrays, grads)
+    assert [r.passed for r in table.rows] == [False, True, False]
+
+
+def test_random_direction_checks_costs_two_passes_per_row():
+    f, arrays, grads = _quadratic()
+    calls = []
+    random_direction_checks(lambda p: calls.append(1) or f(p), arrays, grads)
+    assert len(calls) == 2 * (len(arrays) + 1)
+
+
+def test_random_direction_checks_needs_every_gradient():
+    f, arrays, grads = _quadratic()
+    del grads["y"]
+    with pytest.raises(KeyError, match="no gradient for"):
+        random_direction_checks(f, arrays, grads)

@@ -233,6 +233,9 @@ WRITTEN_BY_THE_READER = [
     "backprop_lessons.gpt.layers.encoder_backward",
     "backprop_lessons.gpt.layers.attention_backward",
     "backprop_lessons.gpt.model.gpt_backward",
+    "backprop_lessons.gpt.layers.flash_attention_backward",
+    "backprop_lessons.gpt.layers.fused_classifier_backward",
+    "backprop_lessons.scale.collectives.ReduceScatter",
 ]
 
 
@@ -330,6 +333,8 @@ BACKWARD_EXERCISES = {
     "04_matmul_vjp": [1],
     "05_mlp_by_hand": [1],
     "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7],
+    "10_memory_and_precision": [1, 2],
+    "12_model_parallel": [1, 2, 3, 6, 8, 9],
 }
 HINT = re.compile(r'<details class="hint"><summary>(Hint[^<]*)</summary>')
 LADDER = ["Hint 1: the idea", "Hint 2: the shapes", "Hint 3: the formula"]

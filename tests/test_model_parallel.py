@@ -540,14 +540,14 @@ ORDERS = {  # each rank's order of work, as one string
         "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3",
         "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3",
     ),
-    # rank 0 holds stages 0 and 3, rank 1 1 and 2; B the input gradient, W
+    # rank 0 holds stages 0 and 3, rank 1 1 and 2; I the input gradient, W
     # the weight gradient (stage 0 has no input gradient: PyTorch runs its
     # whole backward at its W)
     "zbv": (
-        "0F0 0F1 0F2 3F0 3B0 3W0 3F1 3B1 3W1 0F3 0W0 0B0 3F2 3B2 3W2 0W1 "
-        "0B1 3F3 3B3 3W3 0W2 0B2 0W3 0B3",
-        "1F0 2F0 1F1 2F1 2B0 2W0 1F2 1B0 1W0 2F2 2B1 2W1 1F3 1B1 1W1 2F3 "
-        "2B2 2W2 1B2 2B3 1B3 1W2 2W3 1W3",
+        "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0W0 0I0 3F2 3I2 3W2 0W1 "
+        "0I1 3F3 3I3 3W3 0W2 0I2 0W3 0I3",
+        "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 "
+        "2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3",
     ),
 }
 

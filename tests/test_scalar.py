@@ -402,3 +402,24 @@ def test_bad_input_raises_a_clear_error(make, error, words):
         make()
     for word in words:
         assert word in str(info.value), f"{word!r} not in {str(info.value)!r}"
+
+
+def test_tanh_local_derivative_is_rounding_in_the_tail():
+    """Chapter 1: 1 - t^2 from the rounded output t loses relative accuracy
+    as t nears 1 and is exactly 0 once t rounds to 1, where the true
+    derivative 4 e^{-2x} / (1 + e^{-2x})^2 is tiny but not 0."""
+
+    def true_slope(x):
+        e = math.exp(-2 * x)
+        return 4 * e / (1 + e) ** 2
+
+    def local(x):
+        return Value(x).tanh()._local_grads[0]
+
+    def error(x):  # relative to the true slope, however small (floor 0)
+        return relative_error(local(x), true_slope(x), floor=0.0)
+
+    assert error(5.0) < 1e-10
+    assert error(15.0) > 1e-4
+    assert Value(20.0).tanh().data == 1.0 and local(20.0) == 0.0
+    assert 1e-17 < true_slope(20.0) < 2e-17

@@ -26,6 +26,12 @@ def test_best_time_returns_the_smallest_duration(monkeypatch):
     assert best_time(lambda: None, repeat=3) == 2.0
 
 
+def test_best_time_reads_the_clock_it_is_given():
+    # a CPU-time clock: durations 3 and 1 seconds
+    readings = iter([0.0, 3.0, 4.0, 5.0])
+    assert best_time(lambda: None, repeat=2, clock=lambda: next(readings)) == 1.0
+
+
 @pytest.mark.parametrize("repeat", [0, -1, 2.5, True])
 def test_best_time_needs_a_positive_repeat(repeat):
     with pytest.raises(

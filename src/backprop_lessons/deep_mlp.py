@@ -28,6 +28,7 @@ __all__ = [
     "ACTIVATIONS",
     "INITS",
     "layer_gradient_norms",
+    "layer_profile",
     "per_layer_ratio",
 ]
 
@@ -157,17 +158,20 @@ class DeepMLP:
         grads["W_out"] = Hs[-1].T @ delta  # (n, n_classes)
         grads["b_out"] = delta.sum(axis=0)  # (n_classes,)
         dH = delta @ p["W_out"].T  # (B, n) dL/dH_L
+        signals = []  # dL/dH_l as it arrives at each layer, top first
         for l in range(self.depth, 0, -1):
+            signals.append(dH)
             dZ = dH * act_grad(As[l - 1])  # (B, n) dL/dZ_l
             grads[f"W{l}"] = Hs[l - 1].T @ dZ  # (n, n)
             grads[f"b{l}"] = dZ.sum(axis=0)  # (n,)
             dH_below = dZ @ p[f"W{l}"].T  # (B, n) through the layer
             # plus the identity path around the layer, if residual
             dH = dH + dH_below if self.residual else dH_below
+        self.cache["dHs"] = signals[::-1]  # dL/dH_1..dL/dH_depth
         return {name: grads[name] for name in self.params}  # input-side order
 
 
-def layer_gradient_norms(
+def layer_profile(
     depth: int = 20,
     width: int = 64,
     activation: str = "sigmoid",
@@ -176,12 +180,17 @@ def layer_gradient_norms(
     batch: int = 128,
     n_classes: int = 10,
     seed: int = 0,
-) -> np.ndarray:
-    """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side
-    first.
+) -> dict[str, np.ndarray]:
+    """What one forward and backward pass shows at each hidden layer.
 
-    One forward and backward pass of a freshly initialised `DeepMLP` on a
-    batch of standard-normal inputs with random labels (all from `seed`).
+    A freshly initialised `DeepMLP` on a batch of standard-normal inputs
+    with random labels (all from `seed`).  Arrays over l = 1..depth, input
+    side first:
+        "dW"      ||dL/dW_l|| (Frobenius)
+        "dH"      ||dL/dH_l||, the backward signal arriving at layer l
+        "H_in"    the root mean square of layer l's input H_{l-1}
+        "slope"   the mean of act'(Z_l) over the batch and the units
+    dW_l = H_{l-1}^T (dH_l * act'(Z_l)) is built from the other three.
     """
     model = DeepMLP(width, depth, n_classes, activation, init, residual, seed)
     rng = np.random.default_rng(seed + 1)
@@ -189,7 +198,21 @@ def layer_gradient_norms(
     y = rng.integers(0, n_classes, size=batch)  # (B,)
     model.forward(X)
     grads = model.backward(y)
-    return np.array([np.linalg.norm(grads[f"W{l}"]) for l in range(1, depth + 1)])
+    _, act_grad = ACTIVATIONS[activation]
+    Hs, As, dHs = (model.cache[k] for k in ("Hs", "As", "dHs"))
+    layers = range(1, depth + 1)
+    return {
+        "dW": np.array([np.linalg.norm(grads[f"W{l}"]) for l in layers]),
+        "dH": np.array([np.linalg.norm(dH) for dH in dHs]),
+        "H_in": np.array([np.sqrt(np.mean(H * H)) for H in Hs[:-1]]),
+        "slope": np.array([float(np.mean(act_grad(A))) for A in As]),
+    }
+
+
+def layer_gradient_norms(*args, **kwargs) -> np.ndarray:
+    """||dL/dW_l|| (Frobenius) for the hidden layers l = 1..depth, input side
+    first: `layer_profile(*args, **kwargs)["dW"]`, with its arguments."""
+    return layer_profile(*args, **kwargs)["dW"]
 
 
 def per_layer_ratio(norms) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,6 +54,7 @@ __all__ = [
     "check_scalar_gradients",
     "gradcheck",
     "dot_product_test",
+    "random_direction_checks",
     "compare_with_torch",
 ]
 
@@ -175,19 +176,34 @@ def numerical_param_gradients(
     }
 
 
-def relative_error(a, b, floor: float = 1e-12) -> float:
-    """max|a - b| / max(max|a|, max|b|, floor), for two numbers or two arrays.
+def relative_error(a, b, floor: float = 1e-12, per_entry: bool = False) -> float:
+    """How far apart two numbers or arrays are, relative to their size.
 
-    0 when equal, scale free otherwise.  For arrays it is the largest
-    difference relative to the arrays' scale: an entry-by-entry ratio would
-    blow up where a gradient entry is near 0.
+    Normwise (the default, the book's metric): max|a - b| / max(max|a|,
+    max|b|, floor), the largest difference over the arrays' largest entry.
+    It does not blow up where a gradient entry is near 0, and for the same
+    reason it cannot see an entry far smaller than the largest: an entry
+    1e-8 of the largest may be wrong, sign and all, while the error stays
+    below 1e-8.
+
+    per_entry=True: max over entries of |a_i - b_i| / max(|a_i|, |b_i|,
+    floor), each entry against its own size.  It sees every wrong entry,
+    and also the rounding noise of entries too small for a finite
+    difference to resolve: choose `floor` above that noise (about
+    machine epsilon * |f| / eps for centered differences of f).
+
+    Both are 0 when the arrays are equal and scale free otherwise.
     """
+    per_entry = flag("relative_error", "per_entry", per_entry)
     a = real_array("relative_error", "a", a, np.float64)
     b = real_array("relative_error", "b", b, np.float64)
     if a.shape != b.shape:
         raise ValueError(f"relative_error: shapes {a.shape} and {b.shape} differ")
     if a.size == 0 or np.array_equal(a, b):  # equal, inf included
         return 0.0
+    if per_entry:
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), floor)
+        return float((np.abs(a - b) / scale).max())
     scale = max(float(np.abs(a).max()), float(np.abs(b).max()), floor)
     return float(np.abs(a - b).max()) / scale
 
@@ -301,12 +317,14 @@ class CheckTable:
         p.text(str(self))
 
 
-def compare_arrays(name: str, ours, reference, tol: float) -> CheckRow:
+def compare_arrays(
+    name: str, ours, reference, tol: float, per_entry: bool = False
+) -> CheckRow:
     """A CheckRow for two arrays (or numbers) that should be equal up to `tol`.
 
     Two numbers keep their values in the row (a table of such rows prints
     them).  A shape mismatch is a failing row (not an exception), so a table
-    always shows every tensor.
+    always shows every tensor.  `per_entry` picks `relative_error`'s metric.
     """
     a = np.asarray(ours, dtype=np.float64)
     b = np.asarray(reference, dtype=np.float64)
@@ -314,7 +332,8 @@ def compare_arrays(name: str, ours, reference, tol: float) -> CheckRow:
         return CheckRow(name, f"{a.shape} vs {b.shape}", math.inf, math.inf, tol)
     diff = float(np.abs(a - b).max()) if a.size else 0.0
     values = (float(a), float(b)) if a.ndim == 0 else None
-    return CheckRow(name, a.shape, diff, relative_error(a, b), tol, values)
+    error = relative_error(a, b, per_entry=per_entry)
+    return CheckRow(name, a.shape, diff, error, tol, values)
 
 
 def _tolerance(tol, name: str, default: float) -> float:
@@ -533,6 +552,58 @@ def dot_product_test(
     rhs = float(sum((v * g).sum() for v, g in zip(vs, jtu)))
     diff = abs(lhs - rhs)
     return CheckRow(name, "()", diff, relative_error(lhs, rhs), tol, (lhs, rhs))
+
+
+def random_direction_checks(
+    f, arrays: dict, grads: dict, seed: int = 0, eps: float = 1e-6, tol=1e-6
+) -> CheckTable:
+    """The gradient of a scalar `f` checked along random directions.
+
+    `f` takes a dict name -> array (`arrays`, moved) and returns a number;
+    `grads` holds the backward's gradients under the same names.  Each row
+    is the dot-product test with a one-number output: <grad, v> from the
+    backward against d/dt f(x + t v) by centered differences
+    (`directional_derivative`), two passes of f.  One row per name, v
+    random on that array and 0 elsewhere, so a wrong gradient is named;
+    then "all at once", v random on every array.  `tol` is one number or a
+    dict name -> tolerance.  The cost does not grow with the arrays' size:
+    2 (len(arrays) + 1) passes, where entry-by-entry differences need two
+    per entry.
+    """
+    names = list(arrays)
+    missing = [n for n in names if n not in grads]
+    if missing:
+        raise KeyError(f"random_direction_checks: no gradient for {missing}")
+    xs = [np.asarray(arrays[n], dtype=np.float64) for n in names]
+    gs = [np.asarray(grads[n], dtype=np.float64) for n in names]
+
+    def row(moved: list[int], name: str, row_seed: int) -> CheckRow:
+        def jvp(vs):  # d/dt f(x + t v), v on the arrays `moved`
+            fixed = dict(zip(names, xs))
+
+            def f_of_moved(parts):
+                return f({**fixed, **{names[i]: p for i, p in zip(moved, parts)}})
+
+            return directional_derivative(
+                f_of_moved, [xs[i] for i in moved], vs, eps
+            )
+
+        checked = dot_product_test(
+            jvp,
+            lambda u: [float(u) * gs[i] for i in moved],
+            [xs[i].shape for i in moved],
+            u=np.float64(1.0),
+            seed=row_seed,
+            tol=_tolerance(tol, name, 1e-6),
+            name=name,
+        )
+        # the shape moved, not the two numbers: their last digits are noise
+        shape = xs[moved[0]].shape if len(moved) == 1 else "every array"
+        return replace(checked, shape=shape, values=None)
+
+    rows = [row([i], n, seed + i) for i, n in enumerate(names)]
+    rows.append(row(list(range(len(names))), "all at once", seed + len(names)))
+    return CheckTable("gradient along random directions", rows)
 
 
 def compare_with_torch(

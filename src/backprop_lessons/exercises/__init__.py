@@ -15,6 +15,7 @@ One module per chapter topic (stable names, not chapter numbers):
     memory_and_precision memory and precision
     higher_order         derivatives of derivatives, function transforms
     model_parallel       the backward of model parallelism
+    predictions          numbers predicted before a chapter measures them
     microgpt             the appendix (self-check questions only)
 
 Each module also holds its chapter's self-check questions, `SELF_CHECKS`
@@ -30,10 +31,11 @@ globals: everything a check needs is an argument or built inside it.
 
 The checks of the backwards the reader writes in the later chapters are
 also importable from here (`from backprop_lessons.exercises import
-check_attention_backward`; chapter 12's parallel layers, collective and
-pipeline schedule too), and so is `yours_or_the_solution`, which the
-cells after an exercise use to run on the reader's function once it
-passes (and on the solution until then).
+check_attention_backward`; chapter 10's FlashAttention and fused
+classifier, chapter 12's parallel layers, collective and pipeline schedule
+too), and so is `yours_or_the_solution`, which the cells after an exercise
+use to run on the reader's function once it passes (and on the solution
+until then).
 """
 
 from .checking import yours_or_the_solution
@@ -46,13 +48,17 @@ from .gpt_layers import (
     check_layernorm_backward,
     check_matmul_backward,
 )
+from .memory_and_precision import (
+    check_flash_attention_backward,
+    check_fused_classifier_backward,
+)
 from .model_parallel import (
     check_column_parallel_backward,
     check_pipeline_schedule,
-    check_prediction,
     check_reduce_scatter_backward,
     check_row_parallel_backward,
 )
+from .predictions import check_prediction
 
 __all__ = [
     "check_layernorm_backward",
@@ -62,6 +68,8 @@ __all__ = [
     "check_encoder_backward",
     "check_matmul_backward",
     "check_gpt_backward",
+    "check_flash_attention_backward",
+    "check_fused_classifier_backward",
     "check_reduce_scatter_backward",
     "check_column_parallel_backward",
     "check_row_parallel_backward",

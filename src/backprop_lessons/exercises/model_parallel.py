@@ -7,7 +7,6 @@
     check_pipeline_schedule(one_f_one_b)
     check_all_gather_backward(all_gather_backward)
     check_broadcast_backward(broadcast_backward)
-    check_prediction(name, predicted, measured=...)
 
 The reader writes backwards on a simulated group: a list that holds every
 rank's array, rank r at index r (no processes needed; the chapter's runs on
@@ -20,8 +19,8 @@ y = collective(x); the parallel layers' checks name the wrong gradient
 backward taken for an all-reduce).  The pipeline check plays the reader's
 schedule (`simulate_schedule`): it rejects an order that deadlocks or
 breaks a dependency, and reports the bubble and the micro-batches each
-stage holds.  `check_prediction` grades a number predicted before the
-chapter measures it with one of its deterministic counters.  Each check
+stage holds.  (The chapter's predictions are graded by
+`predictions.check_prediction`.)  Each check
 prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
@@ -51,8 +50,6 @@ __all__ = [
     "check_pipeline_schedule",
     "check_all_gather_backward",
     "check_broadcast_backward",
-    "check_prediction",
-    "PREDICTIONS",
     "SELF_CHECKS",
 ]
 
@@ -77,6 +74,7 @@ def reduce_scatter(xs: list) -> list:
     return [b.copy() for b in np.split(np.sum(xs, axis=0), len(xs))]
 
 
+# the names the checks' docstrings and chapter 12 have used for them
 all_gather_forward = all_gather
 reduce_scatter_forward = reduce_scatter
 
@@ -90,32 +88,70 @@ def _dot(a: list, b: list) -> float:
     return float(sum(np.vdot(x, y) for x, y in zip(a, b)))
 
 
-def _check_backward(backward, forward, expected, todo, args, sizes):
+def _arrays(got, world: int, what: str, shapes=None) -> list:
+    """The reader's per-rank list as float64 arrays, or NotYet naming what
+    is wrong with it: not a list, a list of another length, an entry that
+    is None or not numbers, or (with `shapes`) of another shape."""
+    if not isinstance(got, (list, tuple)):
+        raise NotYet(
+            f"return {what} as a list with one array per rank ({world} "
+            f"here), got {type(got).__name__}"
+        )
+    if len(got) != world:
+        raise NotYet(
+            f"return {what} as a list with one array per rank: with {world} "
+            f"ranks, got a list of {len(got)} (the check also tries other "
+            f"numbers of ranks: use len() of the inputs)"
+        )
+    arrays = []
+    for r, g in enumerate(got):
+        if g is None:
+            raise NotYet(f"with {world} ranks, rank {r}'s {what} is None")
+        try:
+            arrays.append(np.asarray(g, dtype=np.float64))
+        except (TypeError, ValueError) as e:
+            raise NotYet(
+                f"with {world} ranks, rank {r}'s {what} is not an array of "
+                f"numbers ({e})"
+            ) from None
+    for r, (g, shape) in enumerate(zip(arrays, shapes or ())):
+        if g.shape != shape:
+            raise NotYet(
+                f"with {world} ranks, rank {r}'s {what} must have the shape "
+                f"{shape}, got {g.shape}"
+            )
+    return arrays
+
+
+def _check_backward(backward, forward, expected, todo, args, sizes, slips=()):
+    """A collective's backward on simulated groups of each (world, n):
+    the shapes, then the values against `expected`; `slips(ws, *args)`
+    gives common wrong answers with their hints."""
     rng = np.random.default_rng(0)
     for world, n in sizes:
         xs = [rng.normal(size=n) for _ in range(world)]
         ys = forward(xs, *args)
         ws = [rng.normal(size=y.shape) for y in ys]
         got = attempt(backward, [w.copy() for w in ws], *args, todo=todo)
-        if not isinstance(got, (list, tuple)) or len(got) != world:
-            raise NotYet(
-                f"return a list with one array per rank ({world} here), "
-                f"got {type(got).__name__}"
-            )
         want = expected(ws, *args)
-        for r, (g, e) in enumerate(zip(got, want)):
-            if np.shape(g) != e.shape:
-                raise NotYet(
-                    f"with {world} ranks, rank {r}'s gradient must have its "
-                    f"input's shape {e.shape}, got {np.shape(g)}"
-                )
-        if not close(np.concatenate(got), np.concatenate(want), 1e-12):
-            lhs, rhs = _dot(ys, ws), _dot(xs, got)
-            raise NotYet(
-                f"with {world} ranks the dot-product test fails: "
-                f"sum <y_r, w_r> = {lhs:.6f} but sum <x_r, dx_r> = "
-                f"{rhs:.6f}; which outputs did each input reach?"
-            )
+        got = _arrays(got, world, "gradient", [e.shape for e in want])
+        where = f"with {world} ranks" + "".join(
+            f", {name} = {value}" for name, value in zip(("src",), args)
+        )
+        if close(np.concatenate(got), np.concatenate(want), 1e-12):
+            continue
+        for wrong, hint in slips(ws, *args) if slips else ():
+            if close(np.concatenate(got), np.concatenate(wrong), 1e-12):
+                raise NotYet(f"{where}: {hint}")
+        lhs, rhs = _dot(ys, ws), _dot(xs, got)
+        error = np.abs(np.concatenate(got) - np.concatenate(want)).max()
+        test = (
+            f"the dot-product test fails: sum <y_r, w_r> = {lhs:.6f} but "
+            f"sum <x_r, dx_r> = {rhs:.6f}"
+            if abs(lhs - rhs) > 1e-6 * max(abs(lhs), 1.0)
+            else f"the largest error is {error:.1e} (float64 is expected)"
+        )
+        raise NotYet(f"{where} {test}; which outputs did each input reach?")
 
 
 def check_all_gather_backward(all_gather_backward, *, exercise: int) -> Verdict:
@@ -127,14 +163,30 @@ def check_all_gather_backward(all_gather_backward, *, exercise: int) -> Verdict:
         total = np.sum(ws, axis=0)
         return list(np.split(total, world))
 
+    def slips(ws):
+        world = len(ws)
+        return [
+            (
+                [np.split(w, world)[r] for r, w in enumerate(ws)],
+                "that is block r of rank r's own cotangent only: every "
+                "rank's output holds a copy of each input",
+            ),
+            (
+                [b / world for b in expected(ws)],
+                "that is the mean over the ranks: each copy's cotangent "
+                "adds, no division",
+            ),
+        ]
+
     def check(fn):
         _check_backward(
             fn,
-            all_gather_forward,
+            all_gather,
             expected,
             "write all_gather_backward(ws) and run its cell",
             (),
             [(2, 3), (3, 2), (4, 1)],
+            slips,
         )
 
     return run_check(exercise, check, all_gather_backward)
@@ -147,6 +199,22 @@ def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
         total = np.sum(ws, axis=0)
         return [total if r == src else np.zeros_like(w) for r, w in enumerate(ws)]
 
+    def slips(ws, src):
+        total = np.sum(ws, axis=0)
+        return [
+            (
+                [total.copy() for _ in ws],
+                "every rank got the sum, but only rank src's input reached "
+                "the outputs: the other inputs' gradients are zero",
+            ),
+            (
+                ws,
+                "each rank kept its own cotangent: rank src's input reached "
+                "every output, so its gradient is their sum, and the other "
+                "inputs reached none",
+            ),
+        ]
+
     def check(fn):
         for src in (0, 1):
             _check_backward(
@@ -156,6 +224,7 @@ def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
                 "write broadcast_backward(ws, src) and run its cell",
                 (src,),
                 [(2, 3), (3, 2)],
+                slips,
             )
 
     return run_check(exercise, check, broadcast_backward)
@@ -172,6 +241,26 @@ def check_reduce_scatter_backward(
         whole = np.concatenate(ws)
         return [whole.copy() for _ in ws]
 
+    def slips(ws):
+        world = len(ws)
+        return [
+            (
+                [
+                    np.concatenate(
+                        [w if q == r else np.zeros_like(w) for q in range(world)]
+                    )
+                    for r, w in enumerate(ws)
+                ],
+                "rank r's input has only its own block's cotangent: every "
+                "input entered the sum, so block q of it reached rank q",
+            ),
+            (
+                [b / world for b in expected(ws)],
+                "that is divided by the number of ranks: each entry of an "
+                "input reached one output, whose cotangent it gets whole",
+            ),
+        ]
+
     def check(fn):
         _check_backward(
             fn,
@@ -180,6 +269,7 @@ def check_reduce_scatter_backward(
             "write reduce_scatter_backward(ws) and run its cell",
             (),
             [(2, 6), (3, 3), (1, 2), (4, 4)],
+            slips,
         )
 
     return run_check(exercise, check, reduce_scatter_backward)
@@ -189,12 +279,7 @@ def check_reduce_scatter_backward(
 
 
 def _per_rank(got, world: int, what: str) -> list:
-    if not isinstance(got, (list, tuple)) or len(got) != world:
-        raise NotYet(
-            f"return {what} as a list with one array per rank ({world} "
-            f"here), got {type(got).__name__}"
-        )
-    return [np.asarray(g, dtype=np.float64) for g in got]
+    return _arrays(got, world, what)
 
 
 def _compare_per_rank(got, want, name, world, slips) -> None:
@@ -341,13 +426,36 @@ def check_row_parallel_backward(
             def times_world(want, world=world):
                 return [world * w for w in want] if world > 1 else []
 
+            summed = (
+                "it is the sum over the ranks, as f's backward would give; "
+                "but x_r and W_r are this rank's own slices, used by no "
+                "other rank: their gradients need no collective"
+            )
+
+            def all_reduced(want, world=world):
+                return all_reduce(want) if world > 1 else []
+
             want_dx = [dy @ w for w in weights]
             _compare_per_rank(
-                dxs, want_dx, "dx", world, [(times_world(want_dx), too_much)]
+                dxs,
+                want_dx,
+                "dx",
+                world,
+                [
+                    (times_world(want_dx), too_much),
+                    (all_reduced(want_dx), summed),
+                ],
             )
             want_dw = [dy.T @ a for a in xs]
             _compare_per_rank(
-                dws, want_dw, "dW", world, [(times_world(want_dw), too_much)]
+                dws,
+                want_dw,
+                "dW",
+                world,
+                [
+                    (times_world(want_dw), too_much),
+                    (all_reduced(want_dw), summed),
+                ],
             )
             db = dy.sum(axis=0)
             _compare_per_rank(
@@ -366,6 +474,13 @@ def check_row_parallel_backward(
                         [db / world] * world if world > 1 else [],
                         "it is a share of the gradient: the bias was added "
                         "once, whole, and every rank holds its whole gradient",
+                    ),
+                    (
+                        [db] + [np.zeros_like(db)] * (world - 1)
+                        if world > 1
+                        else [],
+                        "it is zero: every rank holds the replicated bias, "
+                        "and its whole gradient, to take the same step",
                     ),
                 ],
             )
@@ -504,6 +619,12 @@ def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
                 raise NotYet(
                     f"with p = {p} return a list of {p} orders, one per stage"
                 )
+            for s, order in enumerate(orders):
+                if not isinstance(order, (list, tuple)):
+                    raise NotYet(
+                        f"with p = {p}, m = {m}, stage {s}'s order must be a "
+                        f"list of steps, got {type(order).__name__}"
+                    )
             try:
                 run = simulate_schedule([list(o) for o in orders], m)
             except ValueError as e:
@@ -521,9 +642,10 @@ def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
             if run.span > best + 1e-9:
                 raise NotYet(
                     f"with p = {p}, m = {m} the order is valid and within "
-                    f"memory, but the step takes {run.span:g} where 1F1B "
-                    f"takes (m + p - 1)(t_f + t_b) = {best:g}: some stage "
-                    f"waits where it could run a forward"
+                    f"memory, but the step takes {run.span:g} (a forward "
+                    f"takes 1, a backward 2) where 1F1B takes "
+                    f"(m + p - 1)(t_f + t_b) = {best:g}: some stage waits "
+                    f"where a step of its own could already run"
                 )
             played.append(
                 f"p = {p}, m = {m}: bubble {run.bubble[0]:.3f}, "
@@ -532,99 +654,6 @@ def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
         return "    " + "\n    ".join(played)
 
     return run_check(exercise, check, one_f_one_b)
-
-
-# ---- predictions, graded by the chapter's counters ---------------------------
-
-
-def _tp_elements_slips(measured, n_layer):
-    return [
-        (
-            measured / 2,
-            "half the count: every block sends its two all-reduces forward "
-            "(g) and its two backward (f)",
-        ),
-        (measured / 4, "a quarter: four all-reduces per block, in every block"),
-        (
-            measured / (4 * n_layer),
-            "that is one all-reduce's input, B x T x C; count them all",
-        ),
-    ]
-
-
-def _sequence_bytes_slips(measured, whole, tensor_parallel):
-    return [
-        (whole / 2, "the causal mask is not split: every rank keeps all of it"),
-        (
-            tensor_parallel,
-            "that is plain tensor parallelism's count: sequence parallelism "
-            "also splits the layer norms' arrays along T",
-        ),
-        (whole, "that is one process's count: each rank keeps its share"),
-    ]
-
-
-def _bubble_slips(measured, p, m):
-    return [
-        (
-            (p - 1) / p,
-            "that is one batch without micro-batches: with m of them the "
-            "stages overlap",
-        ),
-        (
-            (p - 1) / m,
-            "that is (p - 1)/m, the idle time against the work; as a share "
-            "of the step it is (p - 1)/(m + p - 1)",
-        ),
-    ]
-
-
-#: The chapter's predictions: name -> (the common slips, (wrong value,
-#: hint) computed from the measured value and what the chapter tells the
-#: reader; the relative tolerance: counts are exact, a fraction is read off
-#: to a few digits).
-PREDICTIONS = {
-    "tp-elements": (_tp_elements_slips, 1e-9),
-    "sequence-bytes": (_sequence_bytes_slips, 1e-9),
-    "bubble": (_bubble_slips, 1e-2),
-}
-
-
-def check_prediction(
-    name: str, predicted, *, measured: float, exercise: int, **context
-) -> Verdict:
-    """A number the reader predicted before the chapter measured it with
-    one of its deterministic counters: correct within the prediction's
-    tolerance of `measured`.  `name` picks the common slips and the
-    tolerance (`PREDICTIONS`); the slips are computed from `measured` and
-    `context`, and the first one the prediction matches gives the hint."""
-    if name not in PREDICTIONS:
-        raise ValueError(
-            f"check_prediction: no prediction {name!r}; one of "
-            f"{', '.join(PREDICTIONS)}"
-        )
-    make_slips, rel = PREDICTIONS[name]
-    slips = make_slips(measured, **context)
-    todo = "replace ... with your prediction (a number) and run the cell"
-
-    def check(value):
-        if value is None or value is Ellipsis:
-            raise NotAttempted(todo)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            kind = type(value).__name__
-            raise NotYet(f"a prediction is one number, got {kind}")
-        if abs(value - measured) <= rel * abs(measured):
-            return f"    you predicted {value:,g}; measured {measured:,g}"
-        for slip, hint in slips:
-            if abs(value - slip) <= rel * abs(slip):
-                raise NotYet(f"{value:,g}: {hint}")
-        raise NotYet(
-            f"{value:,g} is not what the counter measured; it is "
-            f"{'higher' if measured > value else 'lower'} (run the cells "
-            f"after this one to see it, then find what your count missed)"
-        )
-
-    return run_check(exercise, check, predicted)
 
 
 # ---- self-checks -------------------------------------------------------------

@@ -37,6 +37,7 @@ from ..validate import (
     instance_of,
     named_arrays,
     positive_int,
+    real_array,
     token_batch,
     token_ids,
 )
@@ -301,7 +302,9 @@ def gpt_forward(params, config: GPTConfig, idx, targets=None, *, fused=False):
     return loss, cache
 
 
-def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
+def gpt_backward(
+    params, config: GPTConfig, cache, dlogits=None
+) -> dict[str, np.ndarray]:
     """Gradients of the loss of the `gpt_forward` that made `cache`, one per
     parameter.
 
@@ -310,8 +313,13 @@ def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
     receives both of its contributions: from the LM head and from the
     embedding lookup.  The residual stream's gradient `dx` flows straight
     through each `x = x + f(x)` and picks up f's contribution on the way.
+
+    `dlogits` (B, T, V), if given, is the upstream gradient at the logits
+    in place of the loss's: the backward then returns J^T dlogits for the
+    map from the parameters to the logits (chapter 7's dot-product test).
+    It needs the logits held (an unfused forward; targets not needed).
     """
-    if cache.get("loss") is None:
+    if dlogits is None and cache.get("loss") is None:
         raise ValueError(
             "gpt_backward: the forward was run without targets, so there is "
             "no loss to differentiate; call "
@@ -321,7 +329,20 @@ def gpt_backward(params, config: GPTConfig, cache) -> dict[str, np.ndarray]:
     (B, T), C, dtype = cache["shape"], config.n_embd, params["wte"].dtype
 
     dlnf = np.zeros((B, T, C), dtype)
-    if cache.get("fused"):  # head, softmax and loss in one (chapter 10)
+    if dlogits is not None:  # the VJP of the logits, from a given upstream
+        if cache.get("fused"):
+            raise ValueError(
+                "gpt_backward: dlogits needs the logits, but the forward was "
+                "fused (fused=True holds no logits); run it unfused"
+            )
+        dlogits = real_array("gpt_backward", "dlogits", dlogits, dtype)
+        if dlogits.shape != (B, T, config.vocab_size):
+            raise ValueError(
+                f"gpt_backward: dlogits must have the logits' shape "
+                f"{(B, T, config.vocab_size)}, got {dlogits.shape}"
+            )
+        matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+    elif cache.get("fused"):  # head, softmax and loss in one (chapter 10)
         fused_classifier_backward(dlnf, grads["wte"], 1.0, cache["loss"])
     else:
         dlogits = np.zeros((B, T, config.vocab_size), dtype)

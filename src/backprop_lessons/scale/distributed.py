@@ -59,6 +59,7 @@ __all__ = [
     "allreduce_gradients",
     "ddp_gradients",
     "ddp_bucket_log",
+    "ddp_bucket_bytes",
     "gpt_data_parallel_gradients",
     "run_tasks",
     "worker_info",
@@ -455,32 +456,24 @@ def gpt_data_parallel_gradients(
     return {"loss": loss_t / world_size, "grads": reduced}
 
 
-def ddp_bucket_log(
-    rank: int,
-    world_size: int,
-    x: np.ndarray,
-    y: np.ndarray,
-    cap_bytes: int,
-    seed: int = 0,
-) -> list[list[list[str]]]:
-    """The buckets DDP all-reduces in each of two backward passes, in the
-    order it launches them.
-
-    A communication hook replaces DDP's all-reduce of each bucket; ours
-    writes down the bucket's parameter names, then does the usual
-    all-reduce and average.  `cap_bytes` is DDP's bucket size cap.
-    """
+def _logged_buckets(rank, world_size, x, y, cap_bytes, seed):
+    """Two backward passes of DDP on the MLP, a communication hook writing
+    down every bucket it all-reduces: per backward, in launch order, the
+    bucket's parameter names and its buffer's bytes."""
     model = make_mlp(seed=seed)
     names = {id(p): name for name, p in model.named_parameters()}
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=cap_bytes / 2**20
     )
-    # per backward: the buckets, in launch order
-    iterations: list[list[list[str]]] = []
+    # per backward: (names, bytes) of each bucket, in launch order
+    iterations: list[list[tuple[list[str], int]]] = []
 
     def record_then_allreduce(state, bucket):
-        iterations[-1].append([names[id(p)] for p in bucket.parameters()])
-        t = bucket.buffer().div_(world_size)
+        t = bucket.buffer()
+        iterations[-1].append(
+            ([names[id(p)] for p in bucket.parameters()], t.nbytes)
+        )
+        t.div_(world_size)
         return (
             dist.all_reduce(t, async_op=True)
             .get_future()
@@ -497,6 +490,39 @@ def ddp_bucket_log(
             ddp, shard(x, rank, world_size), shard(y, rank, world_size)
         ).backward()
     return iterations
+
+
+def ddp_bucket_log(
+    rank: int,
+    world_size: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    cap_bytes: int,
+    seed: int = 0,
+) -> list[list[list[str]]]:
+    """The buckets DDP all-reduces in each of two backward passes, in the
+    order it launches them, as lists of parameter names.
+
+    A communication hook replaces DDP's all-reduce of each bucket; ours
+    writes down the bucket's parameter names, then does the usual
+    all-reduce and average.  `cap_bytes` is DDP's bucket size cap.
+    """
+    logged = _logged_buckets(rank, world_size, x, y, cap_bytes, seed)
+    return [[names for names, _ in buckets] for buckets in logged]
+
+
+def ddp_bucket_bytes(
+    rank: int,
+    world_size: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    cap_bytes: int,
+    seed: int = 0,
+) -> list[int]:
+    """The bytes this rank puts into DDP's all-reduces in each of two
+    backward passes (the bucket buffers the same hook sees)."""
+    logged = _logged_buckets(rank, world_size, x, y, cap_bytes, seed)
+    return [sum(n for _, n in buckets) for buckets in logged]
 
 
 def worker_info(rank: int, world_size: int) -> dict:

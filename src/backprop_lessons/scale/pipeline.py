@@ -525,12 +525,16 @@ def pipeline_run(
 def _order(events, schedule) -> list[str]:
     """The probe's events as labels: "F0" (forward of micro-batch 0), "B0"
     (its backward) with one stage per rank; "2F0", "2B0" (stage 2's) with
-    two; "W" events (the weight gradients) only where the schedule runs
-    them as actions of their own, else they are part of the backward."""
+    two.  Where the schedule splits the backward, in PyTorch's notation:
+    "2I0" the input gradient, "2W0" the weight gradient; elsewhere the
+    weight gradients ("W" events) run inside the backward and are left
+    out."""
     split = schedule in SPLIT_BACKWARD
     one = STAGES_PER_RANK[schedule] == 1
-    return [
-        f"{k}{mb}" if one else f"{s}{k}{mb}"
-        for k, s, mb, *_ in events
-        if split or k != "W"
-    ]
+    labels = []
+    for k, s, mb, *_ in events:
+        if k == "W" and not split:
+            continue
+        k = "I" if split and k == "B" else k
+        labels.append(f"{k}{mb}" if one else f"{s}{k}{mb}")
+    return labels
