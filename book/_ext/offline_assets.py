@@ -10,14 +10,29 @@ The widget manager's stylesheet loads its icon fonts from
 `@jupyter-widgets/<hash>.<ext>` next to the page that shows a widget (the
 bundle's public path is the page's folder); the vendored fonts are copied
 there, so no page asks for a file that is not in the book.
+
+The book's own widgets (steppers, self-checks, source reveals) show the
+package's current front end.  anywidget stores a widget's JavaScript and CSS
+(`_esm`, `_css`) in the widget state a notebook keeps, so a chapter last
+executed before a fix of `widgets/*.js` or `*.css` would show the old code.
+Every page's widget state gets the `_esm` and `_css` of the installed
+package's classes instead (by `_anywidget_id`; a widget of the package that
+no longer exists fails the build); the frames and answers stay those the
+notebook stored.  The browser tests then check the front end that the next
+`make notebooks` will store.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import shutil
 from pathlib import Path
 
 from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 
 def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
@@ -74,6 +89,55 @@ def _drop_thebe(app: Sphinx, pagename, templatename, context, doctree) -> None:
     ]
 
 
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+OUR_WIDGETS = "backprop_lessons.widgets."
+
+
+def _widget_class(anywidget_id: str):
+    """The class named by an `_anywidget_id` ("module.Class"), or None."""
+    module, _, name = anywidget_id.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _current_widget_front_end(
+    app: Sphinx, pagename, templatename, context, doctree
+) -> None:
+    """Give the package's widgets in the page's stored state the installed
+    package's `_esm` and `_css` (see the top)."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    for i, script in enumerate(scripts):
+        attributes = getattr(script, "attributes", {})
+        if attributes.get("type") != WIDGET_STATE:
+            continue
+        state = json.loads(attributes["body"])
+        for model in state.get("state", {}).values():
+            fields = model.get("state", {})
+            anywidget_id = fields.get("_anywidget_id") or ""
+            if not anywidget_id.startswith(OUR_WIDGETS):
+                continue
+            cls = _widget_class(anywidget_id)
+            if cls is None:
+                logger.warning(
+                    f"{pagename}: the stored widget {anywidget_id} is not in "
+                    "the package (re-run the notebook: make notebooks)",
+                    type="offline_assets",
+                    subtype="widget",
+                )
+                continue
+            fields["_esm"], fields["_css"] = cls._esm, cls._css
+        body = json.dumps(state).replace("</script>", r"<\/script>")
+        scripts[i] = type(script)(
+            script.filename,
+            priority=script.priority,
+            **{**attributes, "body": body},
+        )
+
+
 def _refresh_static_files(app: Sphinx) -> None:
     """Bring outdated copies of the book's static files in the output up to date.
 
@@ -99,4 +163,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", _refresh_static_files)
     app.connect("build-finished", _copy_anywidget)
     app.connect("html-page-context", _drop_thebe)
+    app.connect("html-page-context", _current_widget_front_end)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -64,6 +64,32 @@ PENDING = {
     # Figures drawn with backprop_lessons.viz.plots (text >= 11 CSS px at
     # 1280 px) and graph drawings whose text renders >= 11 CSS px.
     "figures": {},
+    # Printed tables (lines whose columns line up) no wider than the text
+    # column at 1280 px: at 88 characters of 13px code, a line fits.
+    "wide_output": {"notebooks/12_model_parallel"},
+    # Display math no wider than the text column at 1280 px (a long formula
+    # is split over lines, `aligned`, or into two displays).
+    "wide_math": {
+        "notebooks/03_forward_vs_reverse",
+        "notebooks/04_matmul_vjp",
+        "notebooks/05_mlp_by_hand",
+        "notebooks/06_gpt_backward",
+        "notebooks/07_debugging_backward",
+        "notebooks/10_memory_and_precision",
+    },
+    # Tables no wider than the text column at 1280 px.
+    "wide_tables": {"book/performance"},
+    # The chapter's sections in the book's order (STYLE.md, after Project
+    # Pythia): Overview, Prerequisites, the sections, Summary, Exercises,
+    # What's next.  (The appendix too, without exercises of its own: it ends
+    # with self-checks.)
+    "sections": {
+        "notebooks/06_gpt_backward",
+        "notebooks/10_memory_and_precision",
+        "notebooks/11_higher_order",
+        "notebooks/12_model_parallel",
+        "notebooks/appendix_microgpt",
+    },
 }
 
 

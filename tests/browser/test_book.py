@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from .conftest import HTML, ROOT
+from .conftest import HTML, PHONE, ROOT
 from .pages import CHAPTERS, PAGES, chapter_params
 
 pytestmark = pytest.mark.browser
@@ -29,6 +29,13 @@ def test_landing_page(book_page):
     p.page.wait_for_selector("article h1")
     assert "Backpropagation" in p.page.title()
     p.screenshot("landing")
+    # on a phone the title keeps a margin from the screen's edge
+    p.resize(PHONE)
+    right = p.page.evaluate("""() => { const r = document.createRange();
+        r.selectNodeContents(document.querySelector('article h1').firstChild);
+        return r.getBoundingClientRect().right; }""")
+    assert right <= PHONE["width"] - 12, f"the title ends at {right} px"
+    p.screenshot("landing_phone", full_page=False)
     p.assert_clean()
 
 
@@ -111,3 +118,39 @@ def test_no_test_markers_in_the_reading(shared_page, page):
     text = p.page.locator("article").inner_text()
     found = sorted(set(re.findall(r"NBVAL\w*", text, flags=re.IGNORECASE)))
     assert not found, f"{page}: the page shows {found}"
+
+
+#: The parts of a chapter, in order (STYLE.md, "Each chapter's shape"); any
+#: other section title is one of the chapter's own sections.
+SHAPE = [
+    "Overview",
+    "Prerequisites",
+    "sections",
+    "Summary",
+    "Exercises",
+    "What's next",
+]
+
+
+def _part(title: str) -> str:
+    title = title.replace("\u2019", "'")
+    for part in SHAPE:
+        if part != "sections" and title.startswith(part):
+            return part
+    return "sections"
+
+
+@pytest.mark.parametrize("page", chapter_params("sections", CHAPTERS))
+def test_chapter_sections_in_the_books_order(page):
+    """Overview, Prerequisites, the chapter's sections, Summary, Exercises,
+    What's next: each once, in that order (read from the built page)."""
+    html = (HTML / f"{page}.html").read_text()
+    titles = [
+        re.sub(r"<[^>]+>", "", t).strip()
+        for t in re.findall(r"<h2>(.*?)<a class=\"headerlink\"", html)
+    ]
+    parts = [_part(t) for t in titles]
+    collapsed = [p for k, p in enumerate(parts) if k == 0 or p != parts[k - 1]]
+    assert collapsed == SHAPE, (
+        f"{page}: sections {titles} read as {collapsed}, expected {SHAPE}"
+    )

@@ -1,15 +1,18 @@
-"""Collapsed explanations, hints and detours in the rendered book.
+"""Collapsed blocks in the rendered book: one look for all of them.
 
-The notebooks write them as plain HTML, `<details class="why|hint|deeper">
-<summary>...</summary>` (what JupyterLab and Colab render too);
-book/_static/book.css draws them as the theme's dropdown admonitions: the
-admonition box and title bar in the theme's info colours, closed until the
-summary is clicked, "Click to show" / "Click to hide" beside a chevron.
-Math inside is typeset by MathJax like any other.  A detour with code is
-the same box: its code cells, tagged `deeper`, sit inside the markdown box
-above them (book/_ext/reading.py), with no toggle of their own.  The demo
-book holds one of each kind, and a Deeper box with a code cell; chapter 1
-shows an exercise's "Why" with its formulas.
+The notebooks write explanations, hints and detours as plain HTML,
+`<details class="why|hint|deeper"><summary>...</summary>` (what JupyterLab
+and Colab render too); myst-nb hides an exercise's solution and a long
+output behind its own toggles (book/_ext/reading.py writes them as
+`<details class="hide ...">` with the same structure); a "Show the book's
+version" box is a widget (widgets/reveal.py).  book/_static/book.css gives
+all of them one look: a box with the theme's info-coloured edge and title
+bar, closed until the summary is clicked, a chevron before the title that
+turns from right to down.  Math inside is typeset by MathJax like any
+other.  A detour with code is the same box: its code cells, tagged
+`deeper`, sit inside the markdown box above them, with no toggle of their
+own.  The demo book holds one block of each kind; chapter 1 shows an
+exercise's "Why" with its formulas.
 """
 
 from __future__ import annotations
@@ -18,50 +21,20 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import DEMO
+from .test_fit import BLOCKS, LOOK
 
 pytestmark = pytest.mark.browser
 
-KINDS = {
-    "why": "Why",
-    "hint": "Hint",
-    "deeper": "Deeper: checking without a kernel",
-}
+#: the demo's collapsed blocks: (selector, title when closed, when open)
+KINDS = [
+    ("details.why", "Why", "Why"),
+    ("details.hint", "Hint", "Hint"),
+    ("details.deeper", "Deeper: checking without a kernel", None),
+    ("div.cell details.hide", "Show the solution", "Hide the solution"),
+    ("div.cell details.hide", "Show code cell output", "Hide code cell output"),
+    ("details.bl-reveal", "Show the book's version: tanh", None),
+]
 WITH_CODE = "Deeper: a detour with code"  # the demo's Deeper box with a cell
-BLOCKS = "article details:is(.why, .hint, .deeper)"
-#: what makes a closed box look as it does: the same for every Deeper box
-LOOK = (
-    [
-        (None, p, None)
-        for p in (
-            "border-left-color",
-            "border-left-width",
-            "border-radius",
-            "background-color",
-            "box-shadow",
-            "padding-left",
-            "margin-top",
-            "margin-bottom",
-            "width",
-        )
-    ]
-    + [
-        ("> summary", p, pseudo)
-        for p, pseudo in (
-            ("background-color", None),
-            ("color", None),
-            ("font-weight", None),
-            ("font-size", None),
-            ("padding-left", None),
-            ("padding-top", None),
-            ("height", None),
-            ("cursor", None),
-            ("font-family", "::before"),
-            ("content", "::before"),
-            ("mask-image", "::after"),
-        )
-    ]
-    + [(None, "content", "::before")]
-)  # "Click to show"
 
 
 def _style(locator, prop: str, pseudo: str | None = None) -> str:
@@ -72,20 +45,15 @@ def _style(locator, prop: str, pseudo: str | None = None) -> str:
     )
 
 
-def _box(page, cls: str, title: str):
-    """The collapsed block of class `cls` whose summary reads `title`."""
-    return page.locator(f"article details.{cls}").filter(
+def _box(page, selector: str, title: str):
+    """The collapsed block matching `selector` whose summary reads `title`."""
+    return page.locator(f"article {selector}").filter(
         has=page.locator("> summary", has_text=title)
     )
 
 
 def _look(block) -> dict:
-    return {
-        (part, prop, pseudo): _style(
-            block.locator(part) if part else block, prop, pseudo
-        )
-        for part, prop, pseudo in LOOK
-    }
+    return block.evaluate(LOOK)
 
 
 def _theme(page, var: str) -> str:
@@ -109,42 +77,57 @@ def _math_typeset(locator) -> bool:
 
 
 @pytest.mark.parametrize("mode", ["light", "dark"])
-def test_demo_blocks_are_closed_dropdowns_that_open_on_a_click(demo_page, mode):
+def test_demo_blocks_look_alike_and_open_on_a_click(demo_page, mode):
     p = demo_page(DEMO, mode=mode)
     page = p.page
     p.wait_for_math()
-    for cls, title in KINDS.items():
-        block = _box(page, cls, title)
+    p.wait_for_widgets()
+    first = None
+    for selector, closed, opened in KINDS:
+        block = _box(page, selector, closed)
         expect(block).to_have_count(1)
         summary = block.locator("> summary")
         body = block.locator("> :not(summary)").first
-        expect(summary).to_have_text(title)
-        expect(summary).to_have_accessible_name(title)  # decorations are silent
+        expect(summary).to_have_text(closed, use_inner_text=True)
+        expect(summary).to_have_accessible_name(closed)  # the chevron is silent
         expect(body).to_be_hidden()
-        assert "Click to show" in _style(block, "content", "::before")
-        # the theme's admonition: info-coloured edge, title bar and bell
+        look = _look(block)
+        if first is None:
+            first = look
+        assert look == first, f"{closed!r} looks different: {look} vs {first}"
+        # the theme's info colours; a chevron, pointing right
         assert _style(block, "border-left-color") == _theme(
             page, "--pst-color-info"
         )
         assert _style(summary, "background-color") == _theme(
             page, "--pst-color-info-bg"
         )
-        assert _style(summary, "font-family", "::before").startswith(
-            '"Font Awesome'
-        )
+        assert "svg" in _style(summary, "mask-image", "::before")
+        assert _style(summary, "transform", "::before") == "none"
         summary.click()
         expect(body).to_be_visible()
         expect(block).to_have_attribute("open", "")
-        assert "Click to hide" in _style(block, "content", "::before")
-        assert _math_typeset(block), f"{cls}: math in the block is not typeset"
+        expect(summary).to_have_accessible_name(opened or closed)
+        # the chevron turns down (a quarter turn), once its transition ends
+        page.wait_for_function(
+            "el => getComputedStyle(el, '::before').transform.startsWith("
+            "'matrix(0, 1')",
+            arg=summary.element_handle(),
+        )
+    math_boxes = [
+        page.locator(f"article {s}").first
+        for s in ("details.why", "details.hint", "details.deeper")
+    ]
+    for box in math_boxes:
+        assert _math_typeset(box), "math in a collapsed block is not typeset"
     page.mouse.move(0, 0)  # no hover tint in the picture
-    # the exercise: its hint, stub and "Why", open, below the sticky header
-    page.locator(f"{BLOCKS}.hint").evaluate(
-        "el => window.scrollTo(0, el.getBoundingClientRect().top + scrollY - 140)"
+    # the exercise: its hint, stub, "Why", solution and reveal, open
+    page.locator("article details.hint").evaluate(
+        "el => window.scrollTo(0, el.getBoundingClientRect().top + scrollY - 90)"
     )
     p.screenshot(f"demo_collapsed_{mode}", full_page=False)
-    page.locator(f"{BLOCKS}.why > summary").click()  # closes again
-    expect(page.locator(f"{BLOCKS}.why > p").first).to_be_hidden()
+    page.locator("article details.why > summary").click()  # closes again
+    expect(page.locator("article details.why > p").first).to_be_hidden()
     p.assert_clean()
 
 
@@ -156,7 +139,7 @@ def test_deeper_code_cell_is_closed_in_a_deeper_box(demo_page, mode):
     p = demo_page(DEMO, mode=mode)
     page = p.page
     p.wait_for_math()
-    box = _box(page, "deeper", WITH_CODE)
+    box = _box(page, "details.deeper", WITH_CODE)
     expect(box).to_have_count(1)
     cell = box.locator("> div.cell.tag_deeper")
     expect(cell).to_have_count(1)
@@ -168,7 +151,7 @@ def test_deeper_code_cell_is_closed_in_a_deeper_box(demo_page, mode):
     summary = box.locator("> summary")
     expect(summary).to_have_text(WITH_CODE)
     expect(summary).to_have_accessible_name(WITH_CODE)
-    plain = _box(page, "deeper", KINDS["deeper"])
+    plain = _box(page, "details.deeper", "Deeper: checking without a kernel")
     assert _look(box) == _look(plain), "the two Deeper boxes look different"
     summary.click()
     expect(box).to_have_attribute("open", "")
@@ -179,7 +162,6 @@ def test_deeper_code_cell_is_closed_in_a_deeper_box(demo_page, mode):
     # an 82-character line, the longest a notebook holds, needs no scrolling
     source = cell.locator(".cell_input pre")
     assert source.evaluate("pre => pre.scrollWidth <= pre.clientWidth")
-    assert "Click to hide" in _style(box, "content", "::before")
     # the cell inside the box is drawn within the box's edges
     inner, outer = cell.bounding_box(), box.bounding_box()
     assert outer["x"] < inner["x"]
@@ -203,7 +185,7 @@ def test_summary_is_a_keyboard_control(demo_page):
     p.page.keyboard.press("Space")
     expect(p.page.locator(f"{BLOCKS}.hint > p").first).to_be_hidden()
     # a Deeper box with code opens from the keyboard too
-    box = _box(p.page, "deeper", WITH_CODE)
+    box = _box(p.page, "details.deeper", WITH_CODE)
     box.locator("> summary").focus()
     p.page.keyboard.press("Enter")
     expect(box.locator("> div.cell .cell_input")).to_be_visible()

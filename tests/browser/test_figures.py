@@ -8,9 +8,10 @@ How big text renders is measured from the page and the image files:
   `backprop_lessons.viz.plots.png` records in the PNG, times dpi / 72, times
   the rendered width over the PNG's pixel width.  A PNG without those
   records was not drawn with the book's plot helpers and fails.
-On a phone, a graph drawing keeps its natural size in a box that scrolls
-sideways and can be focused.  Chapters whose figures are not yet redrawn
-are pending in pages.py.
+On a phone every figure and graph drawing is scaled down to the column
+(its text then too small to read) and is a link to its own image file: a
+tap opens it at full size, and a badge in its corner says so.  Chapters
+whose figures are not yet redrawn are pending in pages.py.
 """
 
 from __future__ import annotations
@@ -118,17 +119,29 @@ def test_demo_figures_are_legible(demo_page, demo_book):
     )
 
 
-def test_demo_graph_scrolls_on_a_phone(demo_page, demo_book):
-    """At 390 px a graph drawing keeps its natural size; its box scrolls and takes
-    focus."""
+def test_demo_figures_fit_a_phone_and_open_at_full_size(demo_page, demo_book):
+    """At 390 px a figure and a graph drawing are no wider than the column;
+    each links to its image file, with a badge, and a tap opens it."""
     p = demo_page(DEMO, **PHONE)
-    graph = p.page.locator("article .cell_output img[src$='.svg']")
-    expect(graph).to_have_count(1)
-    natural, shown = graph.evaluate(
-        "el => [el.naturalWidth, el.getBoundingClientRect().width]"
-    )
-    assert shown == pytest.approx(natural, abs=1)
-    box = p.page.locator("article .cell_output.bl-scroll")
-    if natural > box.evaluate("el => el.clientWidth"):
-        expect(box).to_have_attribute("tabindex", "0")
+    images = p.page.locator("article .cell_output img")
+    expect(images).to_have_count(2)
+    for k in range(2):
+        img = images.nth(k)
+        natural, shown, column = img.evaluate(
+            """el => [el.naturalWidth, el.getBoundingClientRect().width,
+                      el.closest('.cell_output').clientWidth]"""
+        )
+        assert shown <= min(natural, column) + 0.5, (
+            f"image {k}: {shown} px wide ({natural} px natural) in {column} px"
+        )
+        link = img.locator("xpath=ancestor::a[1]")
+        expect(link).to_have_class("reference internal image-reference")
+        assert link.evaluate(
+            "(a, img) => a.href === img.src", img.element_handle()
+        )
+        badge = link.evaluate("a => getComputedStyle(a, '::after').display")
+        assert badge == "block", f"image {k}: no full-size badge on a phone"
     p.screenshot("demo_phone", full_page=True)
+    graph = p.page.locator("article a.image-reference:has(img[src$='.svg'])")
+    graph.click()
+    expect(p.page).to_have_url(re.compile(r"/_images/[^/]+\.svg$"))

@@ -98,3 +98,38 @@ def test_no_page_is_wider_than_a_phone(shared_page, page):
     assert width <= PHONE["width"], (
         f"{page}: {width} px wide at a phone's {PHONE['width']} px"
     )
+
+
+#: Where the sidebar stands: the book's title and the current page's link,
+#: relative to the sidebar's visible box.
+_SIDEBAR = """() => {
+  const bar = document.querySelector('div.bd-sidebar');
+  const box = bar.getBoundingClientRect();
+  const links = bar.querySelectorAll('.bd-docs-nav a.current');
+  const link = links[links.length - 1].getBoundingClientRect();
+  const title = bar.querySelector('.navbar-brand').getBoundingClientRect();
+  return {scrollTop: bar.scrollTop, height: bar.clientHeight,
+          linkTop: link.top - box.top, linkBottom: link.bottom - box.top,
+          titleTop: title.top - box.top};
+}"""
+
+
+@pytest.mark.parametrize(
+    "page", ["notebooks/07_debugging_backward", "notebooks/12_model_parallel"]
+)
+def test_sidebar_shows_the_title_and_the_current_page(shared_page, page):
+    """The sidebar scrolls only as far as it takes to show the current
+    page's link: on a page whose link is in view from the top, the book's
+    title stays in view too.  The theme's "Back to top" button, which
+    floated over the text, is not there."""
+    p = shared_page(page + ".html")
+    bar = p.page.evaluate(_SIDEBAR)
+    assert bar["linkTop"] >= 0 and bar["linkBottom"] <= bar["height"], bar
+    unscrolled_bottom = bar["linkBottom"] + bar["scrollTop"]
+    if unscrolled_bottom + 48 <= bar["height"]:
+        assert bar["scrollTop"] == 0 and bar["titleTop"] >= 0, (
+            f"{page}: the sidebar is scrolled past the book's title: {bar}"
+        )
+    else:  # as little as it takes
+        assert bar["linkBottom"] >= bar["height"] - 60, bar
+    expect(p.page.locator("#pst-back-to-top")).to_have_count(0)

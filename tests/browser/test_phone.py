@@ -2,6 +2,13 @@
 stepped through to its last frame, nothing in a chapter's main column is
 cut off.
 
+On the same page, at the phone's width: every printed sentence (a
+verdict, a check's line, an error) wraps inside its box; every figure and
+graph drawing fits the column and links to its image file; a source box's
+title wraps; short inline code and the punctuation after a formula stay on
+their line; the title fits the screen; and each stepper step keeps its
+highlighted node (on the seed step, the seeded output) in the graph's view.
+
 Cut off means an element whose content is wider than its box while the box
 hides what overflows (overflow-x hidden or clip): the reader cannot reach
 the rest.  A box that scrolls is fine (book.js makes it focusable), and so
@@ -25,6 +32,7 @@ from playwright.sync_api import expect
 
 from .conftest import PHONE, SCREENSHOTS
 from .pages import CHAPTERS
+from .test_fit import reading
 
 pytestmark = pytest.mark.browser
 
@@ -50,11 +58,41 @@ CUT_OFF = """() => {
 
 HIGHLIGHT_IN_VIEW = """(stepper) => {
   const graph = stepper.querySelector('.bl-stepper-graph');
-  const mark = graph.querySelector('svg polygon[fill="#ffd54f"]');
+  // the node being processed, or on the seed step the output being seeded
+  const mark = graph.querySelector('svg polygon[fill="#ffd54f"]') ||
+    graph.querySelector('svg polygon[fill="#ffccbc"]');
   if (!mark || graph.scrollWidth <= graph.clientWidth + 1) return true;
   const box = mark.getBoundingClientRect();
   const outer = graph.getBoundingClientRect();
   return box.right > outer.left && box.left < outer.right;
+}"""
+
+
+#: What else a phone must show whole (see the top).
+PHONE_READING = """() => {
+  const article = document.querySelector('article.bd-article');
+  const seen = (el) => el.checkVisibility({checkVisibilityCSS: true});
+  const lines = (el) => new Set(Array.from(el.getClientRects())
+    .filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+  const found = [];
+  for (const t of article.querySelectorAll('.bl-source-title')) {
+    if (seen(t) && t.scrollWidth > t.clientWidth + 1)
+      found.push(`source title cut: ${t.textContent}`);
+  }
+  for (const c of article.querySelectorAll('code.bl-short')) {
+    if (seen(c) && lines(c) > 1)
+      found.push(`inline code broken: ${c.textContent}`);
+  }
+  for (const m of article.querySelectorAll('.bl-nobreak')) {
+    if (seen(m) && lines(m) > 1)
+      found.push(`punctuation off its formula: ${m.textContent.slice(-20)}`);
+  }
+  const h1 = article.querySelector('h1');
+  const range = document.createRange();
+  range.selectNodeContents(h1.firstChild);
+  if (range.getBoundingClientRect().right > window.innerWidth - 12)
+    found.push(`the title reaches the screen's edge: ${h1.textContent}`);
+  return found;
 }"""
 
 
@@ -87,4 +125,15 @@ def test_nothing_is_cut_off_on_a_phone(shared_page, page):
             )
     cut = p.page.evaluate(CUT_OFF)
     assert not cut, f"{page} at 390 px: content cut off: {cut}"
+    read = reading(p, page)
+    assert not read["sentences"], (
+        f"{page} at 390 px: printed sentences wider than their box:\n"
+        + "\n".join(read["sentences"])
+    )
+    assert not read["images"], f"{page} at 390 px: figures cut: {read['images']}"
+    assert not read["unlinked"], (
+        f"{page}: figures without a link: {read['unlinked']}"
+    )
+    found = p.page.evaluate(PHONE_READING)
+    assert not found, f"{page} at 390 px:\n" + "\n".join(found)
     p.assert_clean(since)

@@ -119,6 +119,33 @@ def test_demo_selfcheck_sign_hint_and_reveal(demo_page):
     expect(number.locator(".bl-check-answer")).to_contain_text("Answer: -3")
 
 
+def test_demo_selfcheck_explains_once(demo_page):
+    """After "Show the answer" the explanation is in view; a right answer
+    then gets its verdict without the explanation a second time."""
+    p = demo_page(DEMO)
+    states, checks = _selfchecks(p)
+    number, state = checks.nth(0), states[0]
+    field = number.locator("input.bl-check-input")
+    field.fill(repr(_wrong_number(state)))
+    field.press("Enter")
+    number.locator(".bl-check-reveal").click()
+    answer = number.locator(".bl-check-answer")
+    expect(answer).to_contain_text(state["explanation"][:40])
+    field.fill(repr(state["answer"]))
+    field.press("Enter")
+    verdict = number.locator(".bl-check-verdict")
+    expect(verdict).to_have_text("Correct.")
+    text = number.inner_text()
+    assert text.count(state["explanation"][:40]) == 1, text
+    # without the answer shown, a right answer explains itself
+    choice, state = checks.nth(1), states[1]
+    choice.locator("input[type=radio]").nth(state["answer"]).check()
+    choice.locator("button.bl-check-submit").click()
+    expect(choice.locator(".bl-check-verdict")).to_contain_text(
+        state["explanation"][:40]
+    )
+
+
 @pytest.mark.parametrize("mode", ["light", "dark"])
 def test_demo_selfchecks_in_both_colour_modes(demo_page, mode):
     """The card follows the page: dark text on light, light text on dark."""

@@ -172,7 +172,11 @@ function render({ model, el: host }) {
     root.dataset.status = result.status;
     const head = el("strong", "bl-check-verdict-head", result.message);
     verdict.append(head);
-    if (result.detail) {
+    // After "Show the answer" the explanation is in view already, in the
+    // answer's box: a right answer then gets its verdict alone, not the
+    // explanation a second time.
+    const explained = result.status === "correct" && !answerBox.hidden;
+    if (result.detail && !explained) {
       const more = el("span", "bl-check-verdict-detail");
       more.innerHTML = " " + result.detail;
       verdict.append(more);

@@ -12,8 +12,11 @@ const ICONS = {
   next: "M4 2v12l8-6z",
 };
 
-// The fill of the node being processed (viz.graph.HIGHLIGHT).
+// The fill of the node being processed (viz.graph.HIGHLIGHT), and of the
+// nodes receiving a gradient (backward.RECEIVING): the seed step highlights
+// no node, only the output it seeds.
 const HIGHLIGHT = "#ffd54f";
+const RECEIVING = "#ffccbc";
 
 function icon(name) {
   return `<svg class="bl-icon" viewBox="0 0 16 16" aria-hidden="true"><path d="${ICONS[name]}"/></svg>`;
@@ -84,12 +87,14 @@ function render({ model, el }) {
   const clamp = (i) => Math.min(Math.max(0, i | 0), last());
 
   // On a narrow screen the graph scrolls sideways: bring the highlighted
-  // node (drawn in the highlight colour) to the middle of the graph's box
-  // when the frame changes.  Only the box scrolls, never the page.
+  // node (drawn in the highlight colour; on the seed step, the output
+  // receiving its gradient) to the middle of the graph's box when the frame
+  // changes.  Only the box scrolls, never the page.
   function revealCurrent() {
     if (graph.scrollWidth <= graph.clientWidth + 1) return;
-    const mark = graph.querySelector(
-      `polygon[fill="${HIGHLIGHT}"], ellipse[fill="${HIGHLIGHT}"]`);
+    const marked = (fill) => graph.querySelector(
+      `polygon[fill="${fill}"], ellipse[fill="${fill}"]`);
+    const mark = marked(HIGHLIGHT) || marked(RECEIVING);
     if (!mark) return;
     const box = mark.getBoundingClientRect();
     const outer = graph.getBoundingClientRect();
