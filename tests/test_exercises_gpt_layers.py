@@ -23,6 +23,7 @@ from backprop_lessons.exercises import (
     check_gpt_backward,
     check_layernorm_backward,
     check_matmul_backward,
+    check_rmsnorm_backward,
 )
 from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
@@ -68,8 +69,10 @@ CHECKS = {
     check_attention_backward: layers.attention_backward,
     check_encoder_backward: layers.encoder_backward,
     check_matmul_backward: layers.matmul_backward,
+    check_rmsnorm_backward: layers.rmsnorm_backward,
     check_gpt_backward: gpt_backward,
 }
+LAYER_CHECKS = [c for c in CHECKS if c is not check_gpt_backward]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -160,7 +163,7 @@ def _shapes_seen(check, backward) -> list[tuple]:
     return seen
 
 
-@pytest.mark.parametrize("check", list(CHECKS)[:6], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("check", LAYER_CHECKS, ids=lambda c: c.__name__)
 def test_each_layer_check_runs_three_shape_sets_one_with_a_single_b_or_t(
     check, capsys
 ):
@@ -301,6 +304,58 @@ def test_layernorm_rebinding_the_buffer_is_explained(capsys):
         "dbias is wrong",
         "`dbias = ...` only rebinds the name",
     )
+
+
+# ---- rmsnorm (chapter 6's exercise after the summary) --------------------------
+
+
+def rmsnorm(dinp, dweight, dout, cache, bug=None):
+    """The RMSNorm backward as a reader writes it, with one bug or none."""
+    inp, weight, rstd = cache
+    xhat = inp * rstd
+    g = dout if bug == "dout for g" else dout * weight
+    term = xhat * (g * xhat).mean(axis=-1, keepdims=True)
+    if bug == "layernorm's mean term":
+        term = term + g.mean(axis=-1, keepdims=True)
+    if bug == "no mean(g xhat) term":
+        term = 0
+    if bug == "mean over T":
+        term = xhat * (g * xhat).mean(axis=1, keepdims=True)
+    grad = (g - term) * (1 if bug == "no rstd" else rstd)
+    dweight_part = (dout * (inp if bug == "x for xhat" else xhat)).sum(
+        axis=(0, 1)
+    )
+    if bug == "= for dinp":
+        dinp[...] = grad
+    else:
+        dinp += grad
+    dweight += dout.sum(axis=(0, 1)) if bug == "bias's sum" else dweight_part
+
+
+@pytest.mark.parametrize(
+    "bug,hint",
+    [
+        (None, None),
+        ("layernorm's mean term", "it subtracts mean(g), layernorm's path"),
+        ("no mean(g xhat) term", "lacks the - xhat * mean(g * xhat) term"),
+        ("no rstd", "lacks the factor rstd"),
+        ("dout for g", "uses dout where g = dout * weight belongs"),
+        ("mean over T", "dinp is wrong"),
+        ("mean over T", "the mean over the C channels"),
+        ("= for dinp", "assigns (=) where it must add (+=)"),
+        ("x for xhat", "multiplies dout by the input x"),
+        ("bias's sum", "a bias's gradient (RMSNorm has none)"),
+    ],
+)
+def test_rmsnorm_bugs(bug, hint, capsys):
+    def answer(*args):
+        return rmsnorm(*args, bug=bug)
+
+    verdict = run(check_rmsnorm_backward, answer, capsys)
+    if bug is None:
+        assert verdict.correct, str(verdict)
+    else:
+        assert_not_yet(verdict, hint)
 
 
 # ---- GELU --------------------------------------------------------------------

@@ -328,11 +328,11 @@ def test_the_names_test_sees_a_clash():
 # ---- the ladder of hints -------------------------------------------------------
 
 #: The exercises that ask for a backward: chapter 4's exercise 1, chapter 5's
-#: exercise 1 and all seven of chapter 6.
+#: exercise 1 and all eight of chapter 6.
 BACKWARD_EXERCISES = {
     "04_matmul_vjp": [1],
     "05_mlp_by_hand": [1],
-    "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7],
+    "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7, 8],
     "10_memory_and_precision": [1, 2],
     "12_model_parallel": [1, 2, 3, 6, 8, 9],
 }

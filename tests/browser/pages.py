@@ -79,11 +79,11 @@ PENDING = {
     },
     # Tables no wider than the text column at 1280 px.
     "wide_tables": {"book/performance"},
-    # The chapter's sections in the book's order (STYLE.md, after Project
-    # Pythia): Overview, Prerequisites, the sections, Summary, Exercises,
-    # What's next.  (The appendix too, without exercises of its own: it ends
-    # with self-checks.)
-    "sections": {"notebooks/06_gpt_backward"},
+    # The chapter's sections in the book's order (CONTRIBUTING.md, "Each
+    # chapter's shape"): Overview, Prerequisites, the sections, Summary,
+    # Exercises, What's next.  (The appendix too, without exercises of its
+    # own: it ends with self-checks.)
+    "sections": set(),
 }
 
 

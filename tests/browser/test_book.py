@@ -120,7 +120,7 @@ def test_no_test_markers_in_the_reading(shared_page, page):
     assert not found, f"{page}: the page shows {found}"
 
 
-#: The parts of a chapter, in order (STYLE.md, "Each chapter's shape"); any
+#: The parts of a chapter, in order (CONTRIBUTING.md, "Each chapter's shape"); any
 #: other section title is one of the chapter's own sections.
 SHAPE = [
     "Overview",

@@ -47,6 +47,7 @@ from .gpt_layers import (
     check_gpt_backward,
     check_layernorm_backward,
     check_matmul_backward,
+    check_rmsnorm_backward,
 )
 from .memory_and_precision import (
     check_flash_attention_backward,
@@ -62,6 +63,7 @@ from .predictions import check_prediction
 
 __all__ = [
     "check_layernorm_backward",
+    "check_rmsnorm_backward",
     "check_gelu_backward",
     "check_crossentropy_softmax_backward",
     "check_attention_backward",

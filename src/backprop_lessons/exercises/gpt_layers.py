@@ -2,6 +2,7 @@
 backward, then the whole model's (chapter 6).
 
     check_layernorm_backward(fn)             fn like layers.layernorm_backward
+    check_rmsnorm_backward(fn)               fn like layers.rmsnorm_backward
     check_gelu_backward(fn)                  fn like layers.gelu_backward
     check_crossentropy_softmax_backward(fn)  ... crossentropy_softmax_backward
     check_attention_backward(fn)             fn like layers.attention_backward
@@ -52,6 +53,7 @@ from ..gpt.layers import (
     gelu_forward,
     layernorm_forward,
     matmul_forward,
+    rmsnorm_forward,
 )
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
 from ..gradcheck import CheckTable, compare_arrays, relative_error
@@ -67,6 +69,7 @@ from .questions import Choice, Number
 
 __all__ = [
     "check_layernorm_backward",
+    "check_rmsnorm_backward",
     "check_gelu_backward",
     "check_crossentropy_softmax_backward",
     "check_attention_backward",
@@ -385,6 +388,102 @@ def check_layernorm_backward(fn, *, exercise: int) -> Verdict:
         rng = np.random.default_rng(3)
         cases = [_layernorm_case(rng, *s) for s in _SHAPES]
         _run_layer_check(fn, cases, todo, _LAYERNORM)
+
+    return run_check(exercise, check, fn)
+
+
+# ---- rmsnorm -----------------------------------------------------------------
+
+_RMSNORM = {
+    "dinp": "with xhat = x * rstd and g = dout * weight, "
+    "dinp += rstd * (g - xhat * mean(g * xhat)), the mean over the C channels",
+    "dweight": "dweight += the sum over B and T of dout * xhat",
+}
+
+
+def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
+    inp = 2.0 * rng.standard_normal((B, T, C)) + rng.standard_normal((B, T, 1))
+    weight = 1.0 + 0.5 * rng.standard_normal(C)
+    dout = rng.standard_normal((B, T, C))
+    _, cache = rmsnorm_forward(inp, weight)
+
+    def forward(inp, weight):
+        import torch.nn.functional as F
+
+        return F.rms_norm(inp, (C,), weight, eps=1e-5)
+
+    grads = _torch_vjp(forward, {"inp": inp, "weight": weight}, dout)
+    _, _, rstd = cache
+    xhat = inp * rstd
+    g = dout * weight
+
+    def mean_c(a):
+        return a.mean(axis=-1, keepdims=True)
+
+    term = xhat * mean_c(g * xhat)
+    right = "dinp = rstd * (g - xhat * mean(g * xhat))"
+    bugs = {
+        "dinp": [
+            (
+                rstd * (g - mean_c(g) - term),
+                "it subtracts mean(g), layernorm's path through the mean; "
+                "RMSNorm subtracts no mean, so that path is not there: " + right,
+            ),
+            (
+                rstd * g,
+                "it lacks the - xhat * mean(g * xhat) term, the path through "
+                "mean(x^2): " + right,
+            ),
+            (
+                g - term,
+                "it lacks the factor rstd = 1/sqrt(mean(x^2) + eps) in "
+                "front: " + right,
+            ),
+            (
+                rstd * (dout - xhat * mean_c(dout * xhat)),
+                "it uses dout where g = dout * weight belongs: the gradient "
+                "reaches xhat through the weight",
+            ),
+            (
+                rstd * (g + term),
+                "the xhat * mean(g * xhat) term has the wrong sign: it is "
+                "subtracted",
+            ),
+        ],
+        "dweight": [
+            (
+                (dout * inp).sum(axis=(0, 1)),
+                "it multiplies dout by the input x; the weight multiplies "
+                "xhat = x * rstd",
+            ),
+            (
+                dout.sum(axis=(0, 1)),
+                "that sums dout alone, a bias's gradient (RMSNorm has none); "
+                "the weight multiplies xhat, so dweight sums dout * xhat",
+            ),
+        ],
+    }
+    return _Case(
+        buffers=_buffers(rng, dinp=(B, T, C), dweight=(C,)),
+        dout=dout,
+        cache=cache,
+        expected={"dinp": grads["inp"], "dweight": grads["weight"]},
+        shapes=f"shapes: dinp and dout (B, T, C) = {(B, T, C)}, "
+        f"dweight (C,) = {(C,)}",
+        label=_at(B=B, T=T, C=C),
+        bugs=bugs,
+    )
+
+
+def check_rmsnorm_backward(fn, *, exercise: int) -> Verdict:
+    """fn(dinp, dweight, dout, cache), like `layers.rmsnorm_backward` with a
+    weight: it must add both gradients into the buffers."""
+
+    def check(fn):
+        todo = _todo(fn, "(dinp, dweight, dout, cache)")
+        rng = np.random.default_rng(4)
+        cases = [_rmsnorm_case(rng, *s) for s in _SHAPES]
+        _run_layer_check(fn, cases, todo, _RMSNORM)
 
     return run_check(exercise, check, fn)
 
