@@ -69,16 +69,9 @@ PENDING = {
     "wide_output": {"notebooks/12_model_parallel"},
     # Display math no wider than the text column at 1280 px (a long formula
     # is split over lines, `aligned`, or into two displays).
-    "wide_math": {
-        "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp",
-        "notebooks/05_mlp_by_hand",
-        "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward",
-        "notebooks/10_memory_and_precision",
-    },
+    "wide_math": {"notebooks/06_gpt_backward"},
     # Tables no wider than the text column at 1280 px.
-    "wide_tables": {"book/performance"},
+    "wide_tables": set(),
     # The chapter's sections in the book's order (STYLE.md, after Project
     # Pythia): Overview, Prerequisites, the sections, Summary, Exercises,
     # What's next.  (The appendix too, without exercises of its own: it ends
