@@ -66,19 +66,12 @@ PENDING = {
     "figures": {},
     # Printed tables (lines whose columns line up) no wider than the text
     # column at 1280 px: at 88 characters of 13px code, a line fits.
-    "wide_output": {"notebooks/12_model_parallel"},
+    "wide_output": set(),
     # Display math no wider than the text column at 1280 px (a long formula
     # is split over lines, `aligned`, or into two displays).
-    "wide_math": {
-        "notebooks/03_forward_vs_reverse",
-        "notebooks/04_matmul_vjp",
-        "notebooks/05_mlp_by_hand",
-        "notebooks/06_gpt_backward",
-        "notebooks/07_debugging_backward",
-        "notebooks/10_memory_and_precision",
-    },
+    "wide_math": {"notebooks/06_gpt_backward"},
     # Tables no wider than the text column at 1280 px.
-    "wide_tables": {"book/performance"},
+    "wide_tables": set(),
     # The chapter's sections in the book's order (CONTRIBUTING.md, "Each
     # chapter's shape"): Overview, Prerequisites, the sections, Summary,
     # Exercises, What's next.  (The appendix too, without exercises of its
