@@ -7,10 +7,12 @@ and cross-entropy, the four pipeline schedules, and the trainer's
 The tests marked `multiprocess` start processes that import torch (several
 seconds each on 2 shared cores); `make test` runs them in a lane of their
 own.  One module fixture starts every command-line run at once in the
-background (alone, tensor-parallel, sequence-parallel, pipeline schedules,
-clipped runs, and a tensor-parallel and a pipeline run whose rank 1 dies
-after step 3); every process carries a marker in its environment, teardown
-kills any marked process still alive, and a test checks that none is left.
+background (alone, tensor-parallel with accumulation, sequence-parallel,
+GPipe and zbv pipelines, clipped runs, and a tensor-parallel and a
+pipeline run whose rank 1 dies after step 3; plain tensor parallelism and
+1F1B run in the launch below and in chapter 12's); every process carries
+a marker in its environment, teardown kills any marked process still
+alive, and a test checks that none is left.
 The worker functions, and the trainer in every other mode
 (`ddp_train.train_in_group`), run in one `run_workers` launch.
 
@@ -82,7 +84,6 @@ RUNS = {
         "zbv",
         *CLIP,
     ],
-    "tensor": ["tp", "-m", H.DDP_TRAIN, *COMMON, "--tensor-parallel", "2"],
     "tensor-accumulate": [
         "tp",
         "-m",
@@ -93,7 +94,6 @@ RUNS = {
         "--accumulate",
         "2",
     ],
-    "1f1b": ["tp", "-m", H.DDP_TRAIN, *COMMON, "--pipeline", "2"],
     "gpipe": [
         "tp",
         "-m",
@@ -614,7 +614,7 @@ def _final(run):
 @pytest.mark.multiprocess
 @pytest.mark.parametrize(
     "name",
-    ["tensor", "tensor-accumulate", "sequence", "1f1b", "gpipe", "zbv-clip"],
+    ["tensor-accumulate", "sequence", "gpipe", "zbv-clip"],
 )
 def test_model_parallel_runs_reach_the_single_process_loss(runs, name):
     alone = _final(runs["alone-clip" if name.endswith("-clip") else "alone"])
@@ -631,19 +631,15 @@ def test_the_clip_is_active(runs):
 def test_each_way_says_what_it_is(runs):
     assert (
         "tensor parallel over 2 ranks (1 of 2 heads each)"
-        in runs["tensor"].stdout
+        in runs["tensor-accumulate"].stdout
     )
     assert (
         "tensor parallel over 2 ranks (1 of 2 heads each, sequence parallel)"
         in runs["sequence"].stdout
     )
     assert (
-        "pipeline of 2 stages on 2 ranks (1f1b, 4 micro-batches; this rank: "
-        "stage 0 (embeddings, block 0))" in runs["1f1b"].stdout
-    )
-    assert (
-        "pipeline of 2 stages on 2 ranks (gpipe, 8 micro-batches"
-        in runs["gpipe"].stdout
+        "pipeline of 2 stages on 2 ranks (gpipe, 8 micro-batches; this rank: "
+        "stage 0 (embeddings, block 0))" in runs["gpipe"].stdout
     )
     assert (
         "pipeline of 4 stages on 2 ranks (zbv, 4 micro-batches; this rank: "
