@@ -4,7 +4,13 @@ Copies anywidget's front-end bundle from the installed Python package into
 `_static/vendor/anywidget/index.js`, where `vendor/widgets-config.js` points
 RequireJS.  Taking it from the installed package (rather than a stored copy)
 keeps it the same version as the one that wrote the widget state stored in
-the notebooks.
+the notebooks.  One change: anywidget gives a widget's model 2 seconds to
+load its module and start, then reports "[anywidget] Failed to initialize
+model" and never draws the widget.  A page busy for longer (MathJax
+typesetting a long chapter on a phone or a loaded machine: it happened in
+CI) was left with empty space where a stepper belongs; the book's copy
+waits 60 seconds.  If an anywidget upgrade changes that code, the build
+says so (a warning: an error under -W).
 
 The widget manager's stylesheet loads its icon fonts from
 `@jupyter-widgets/<hash>.<ext>` next to the page that shows a widget (the
@@ -35,6 +41,11 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 
+#: anywidget's time limit for a model to start, and the book's (see the top)
+INIT_TIMEOUT = "AbortSignal.timeout(2e3)"
+BOOK_INIT_TIMEOUT = "AbortSignal.timeout(6e4)"
+
+
 def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -47,7 +58,15 @@ def _copy_anywidget(app: Sphinx, exception: Exception | None) -> None:
         )
     target = Path(app.outdir) / "_static" / "vendor" / "anywidget" / "index.js"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
+    code = source.read_text()
+    if code.count(INIT_TIMEOUT) != 1:
+        logger.warning(
+            f"offline_assets: anywidget's front end ({source}) no longer "
+            f"holds {INIT_TIMEOUT!r} once: see the top of this module",
+            type="offline_assets",
+            subtype="anywidget",
+        )
+    target.write_text(code.replace(INIT_TIMEOUT, BOOK_INIT_TIMEOUT))
     _copy_widget_fonts(Path(app.confdir), Path(app.outdir))
 
 

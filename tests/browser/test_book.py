@@ -93,6 +93,15 @@ def test_search_finds_pages(book_page):
     p.assert_clean()
 
 
+def test_widgets_get_a_minute_to_start():
+    """The book's copy of anywidget waits 60 s for a widget's model, not 2
+    (book/_ext/offline_assets.py): a chapter's page busy typesetting for
+    longer once showed an empty space where its stepper belongs."""
+    code = (HTML / "_static" / "vendor" / "anywidget" / "index.js").read_text()
+    assert "AbortSignal.timeout(6e4)" in code
+    assert "AbortSignal.timeout(2e3)" not in code
+
+
 def test_no_cdn_urls_in_built_pages():
     """Pages reference no third-party script, stylesheet or font."""
     pattern = re.compile(

@@ -299,6 +299,26 @@ def _open_notebook(page, url: str, path: str) -> None:
     page.wait_for_function(OPENED, arg=path, timeout=START_S * 1000, polling=500)
 
 
+def test_make_lab_gives_widgets_a_minute_to_start(jupyterlab):
+    """anywidget's front end gives up on a widget whose model takes 2 s to
+    start, and a busy JupyterLab once took longer (scripts/lab's config):
+    the extension `make lab` serves waits 60 s."""
+    url = jupyterlab[0]
+    installed = ROOT / ".venv" / "share" / "jupyter" / "labextensions"
+    chunks = [
+        js.name
+        for js in (installed / "anywidget" / "static").glob("*.js")
+        if "AbortSignal.timeout(2000)" in js.read_text(encoding="utf-8")
+    ]
+    assert chunks, "anywidget's time limit moved: see scripts/lab's config"
+    for name in chunks:
+        served = f"{url}lab/extensions/anywidget/static/{name}"
+        with urllib.request.urlopen(served, timeout=30) as r:
+            code = r.read().decode()
+        assert "AbortSignal.timeout(60000)" in code, name
+        assert "AbortSignal.timeout(2000)" not in code, name
+
+
 def test_make_lab_shows_chapter2s_stored_widgets_live_at_first_open(
     browser, jupyterlab
 ):
