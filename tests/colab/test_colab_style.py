@@ -21,12 +21,14 @@ import json
 import shutil
 import site
 import subprocess
+import tempfile
 import venv
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -137,20 +139,32 @@ def test_notebook_runs_alone(
     monkeypatch.setenv("BACKPROP_LESSONS_SOURCE", str(package_source))
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     nb = nbformat.read(tmp_path / path.name, as_version=4)
+    # The kernel talks over Unix sockets, not TCP ports: jupyter_client picks
+    # a free port, then the kernel binds it, and in between another suite's
+    # process (a torch.distributed worker) once took it ("Address already in
+    # use": the kernel died before it started).  A short folder: a socket's
+    # path has a length limit.
+    sockets = Path(tempfile.mkdtemp(prefix="kernel-"))
     client = NotebookClient(
         nb,
         kernel_name=KERNEL,
         timeout=600,
         resources={"metadata": {"path": str(tmp_path)}},
+        config=Config(
+            {"KernelManager": {"transport": "ipc", "ip": str(sockets / "k")}}
+        ),
     )
     # raises CellExecutionError, naming the cell, on any error
-    with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            if cell.source.startswith(SETUP):
-                with build_once.lock("colab-env"):
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells):
+                if cell.source.startswith(SETUP):
+                    with build_once.lock("colab-env"):
+                        client.execute_cell(cell, index)
+                else:
                     client.execute_cell(cell, index)
-            else:
-                client.execute_cell(cell, index)
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
     spec = subprocess.run(
         [
             colab_env / "bin" / "python",
