@@ -273,6 +273,11 @@ def _torch_vjp(forward: Callable, inputs: dict, dout) -> dict[str, np.ndarray]:
     return {n: t.grad.numpy() for n, t in leaves.items() if t.requires_grad}
 
 
+def _mean_c(a: np.ndarray) -> np.ndarray:
+    """The mean over the C channels of each position, kept as (B, T, 1)."""
+    return a.mean(axis=-1, keepdims=True)
+
+
 # ---- layernorm ---------------------------------------------------------------
 
 _LAYERNORM = {
@@ -303,10 +308,7 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
     xhat = (inp - mean) * rstd
     g = dout * weight
 
-    def mean_c(a):
-        return a.mean(axis=-1, keepdims=True)
-
-    mean_term, var_term = mean_c(g), xhat * mean_c(g * xhat)
+    mean_term, var_term = _mean_c(g), xhat * _mean_c(g * xhat)
     path_mean = "the path through the mean"
     path_var = "the path through the variance"
     bugs = {
@@ -333,7 +335,7 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
                 "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
             ),
             (
-                rstd * (dout - mean_c(dout) - xhat * mean_c(dout * xhat)),
+                rstd * (dout - _mean_c(dout) - xhat * _mean_c(dout * xhat)),
                 "it uses dout where g = dout * weight belongs: the gradient "
                 "reaches xhat through the weight",
             ),
@@ -417,15 +419,12 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
     xhat = inp * rstd
     g = dout * weight
 
-    def mean_c(a):
-        return a.mean(axis=-1, keepdims=True)
-
-    term = xhat * mean_c(g * xhat)
+    term = xhat * _mean_c(g * xhat)
     right = "dinp = rstd * (g - xhat * mean(g * xhat))"
     bugs = {
         "dinp": [
             (
-                rstd * (g - mean_c(g) - term),
+                rstd * (g - _mean_c(g) - term),
                 "it subtracts mean(g), layernorm's path through the mean; "
                 "RMSNorm subtracts no mean, so that path is not there: " + right,
             ),
@@ -440,7 +439,7 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
                 "front: " + right,
             ),
             (
-                rstd * (dout - xhat * mean_c(dout * xhat)),
+                rstd * (dout - xhat * _mean_c(dout * xhat)),
                 "it uses dout where g = dout * weight belongs: the gradient "
                 "reaches xhat through the weight",
             ),
