@@ -13,8 +13,9 @@ file holds:
 
 So, over every notebook:
 
-- a solution is a form cell with its source and outputs hidden, and what
-  it printed is its check's verdict, never the answer;
+- a solution is a form cell with its source and outputs hidden, and it
+  prints nothing: it ends in `assert_correct(check, ..., exercise=N)`, so
+  nbval proves it and a reader's Run All shows no verdict under it;
 - no self-check's answer or explanation is in a cell: the cell names a
   question of the package's tables (`widgets.self_check`);
 - no stored output prints the book's version of a backward the reader
@@ -104,10 +105,13 @@ def test_every_chapter_with_exercises_has_stubs_and_solutions():
             )
 
 
-# ---- solutions: hidden in Colab and JupyterLab, printing only a verdict -----
+# ---- solutions: hidden in Colab and JupyterLab, printing nothing ------------
 
 COLAB_TITLE = re.compile(r"\A# @title Exercise (\d+): a solution\n")
-VERDICT = re.compile(r"^Exercise (\d+): correct$", re.M)
+#: the solution's proof: assert_correct(check_x, ..., exercise=N), which
+#: prints nothing (a verdict under a collapsed solution, after Run All, sat
+#: right under the reader's "not attempted yet")
+ASSERTED = re.compile(r"^assert_correct\([^#]*?\bexercise=(\d+)\)$", re.M | re.S)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -130,9 +134,11 @@ def test_solutions_are_hidden_where_the_reader_types(path):
             bad.append((i, f"its title names exercise {title[1]}"))
         if meta.get("jupyter") != {"source_hidden": True, "outputs_hidden": True}:
             bad.append((i, "jupyter: source_hidden and outputs_hidden true"))
-        printed = "\n".join(_output_texts(cell))
-        if [int(n) for n in VERDICT.findall(printed)] != [number]:
-            bad.append((i, f"its output says 'Exercise {number}: correct'"))
+        if cell.get("outputs"):
+            bad.append((i, "no output (it asserts its check quietly)"))
+        proofs = [int(n) for n in ASSERTED.findall(source)]
+        if proofs != [number]:
+            bad.append((i, f"one assert_correct(check, ..., exercise={number})"))
     assert not bad, f"{path.name}: solution cells (cell, expected): {bad}"
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "run_check",
     "where_it_raised",
     "yours_or_the_solution",
+    "assert_correct",
     "close",
     "mismatched",
 ]
@@ -234,6 +235,20 @@ def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
     if report is not None:
         print(report)
     return verdict
+
+
+def assert_correct(check: Callable[..., Verdict], *answers, **check_args) -> None:
+    """Run `check(*answers, **check_args)` without printing anything, and
+    raise AssertionError (quoting the verdict) unless it is correct.
+
+    A solution cell ends with it: nbval runs every solution on every `make
+    test`, so each is proven, and yet the cell shows nothing after a
+    reader's Run All (a collapsed solution that printed "Exercise N:
+    correct" sat right under the reader's own "not attempted yet")."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        verdict = check(*answers, **check_args)
+    if not verdict.correct:
+        raise AssertionError(f"{verdict}\n{printed.getvalue()}".rstrip())
 
 
 def yours_or_the_solution(
