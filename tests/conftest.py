@@ -61,3 +61,15 @@ def build_once(tmp_path_factory) -> Callable[..., Path]:
 
     build.lock = lock
     return build
+
+
+def pytest_collection_modifyitems(config, items):
+    """xdist groups (`--dist loadgroup`, make test): the tests that start
+    processes run one at a time, on one worker (two side by side, a torchrun
+    launch beside a group of run_workers, once broke a gloo mesh), and the
+    JupyterLab tests share the one JupyterLab their module starts."""
+    for item in items:
+        if item.get_closest_marker("multiprocess"):
+            item.add_marker(pytest.mark.xdist_group("multiprocess"))
+        elif item.get_closest_marker("jupyterlab"):
+            item.add_marker(pytest.mark.xdist_group("jupyterlab"))

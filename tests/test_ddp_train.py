@@ -42,6 +42,9 @@ from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
 from backprop_lessons.scale import ddp_train as T
 from backprop_lessons.scale import harness as H
 
+# they start processes: `make multiprocess`, one at a time (tests/conftest.py)
+pytestmark = pytest.mark.multiprocess
+
 STEPS = 6
 CRASH_AFTER = 3
 COMMON = [

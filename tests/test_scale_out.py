@@ -28,6 +28,9 @@ from backprop_lessons.scale.ddp_train import (
     step_batch,
 )
 
+# they start processes: `make multiprocess`, one at a time (tests/conftest.py)
+pytestmark = pytest.mark.multiprocess
+
 CONFIG = TINY_CONFIG
 CAP_MB = 0.01  # about 10 kB: several buckets even for the tiny model
 N = num_parameters(init_params(CONFIG))
