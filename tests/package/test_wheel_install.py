@@ -32,6 +32,7 @@ MODULES = [
     "backprop_lessons.viz",
     "backprop_lessons.widgets",
     "backprop_lessons.show",
+    "backprop_lessons.grade",  # its extra, nbclient, loads when it runs
 ]
 
 
