@@ -22,8 +22,8 @@ filled-in chapter.
 A kept cell that uses a name only a removed cell defines (the cells after
 an exercise that take its solution through `yours_or_the_solution`) would
 stop Run All: then nothing is written, and the script lists each such
-cell (notebook, cell index counting from 0, its first line, the names) and
-exits with status 1.
+cell (notebook, cell number counting every cell from 1, as the grader
+does, its first line, the names) and exits with status 1.
 """
 
 from __future__ import annotations
@@ -57,13 +57,13 @@ class Dangling:
     """A kept cell that reads names only removed cells define."""
 
     notebook: str
-    cell: int  # its index in the stored notebook, from 0
+    index: int  # its index in the stored notebook (from 0)
     first_line: str
     names: tuple[str, ...]
 
     def __str__(self) -> str:
         return (
-            f"{self.notebook}, cell {self.cell} ({self.first_line!r}): uses "
+            f"{self.notebook}, cell {self.index + 1} ({self.first_line!r}): uses "
             f"{', '.join(self.names)}, which only removed cells define"
         )
 

@@ -34,10 +34,11 @@ student = importlib.util.module_from_spec(_spec)
 sys.modules["student_edition"] = student  # its dataclass looks itself up there
 _spec.loader.exec_module(student)
 
-#: Kept cells that use a removed cell's name (the solution, through
-#: yours_or_the_solution): Run All of the student edition stops there, so
-#: `make student` refuses to write it.  When a chapter's cell is changed to
-#: fall back on something the student edition keeps, remove it from here.
+#: Kept cells (notebook, index from 0) that use a removed cell's name (the
+#: solution, through yours_or_the_solution): Run All of the student edition
+#: stops there, so `make student` refuses to write it.  When a chapter's
+#: cell is changed to fall back on something the student edition keeps,
+#: remove it from here.
 PENDING = {("04_matmul_vjp.ipynb", 8), ("06_gpt_backward.ipynb", 59)}
 
 
@@ -76,7 +77,7 @@ def _outputs_and_state(nb: dict) -> str:
 def test_there_are_13_chapters_and_only_the_known_cells_use_a_solution():
     assert len(EDITIONS) == 13
     dangling = {
-        (d.notebook, d.cell) for _, found in EDITIONS.values() for d in found
+        (d.notebook, d.index) for _, found in EDITIONS.values() for d in found
     }
     assert dangling == PENDING, (
         "cells that use a removed cell's name (left) and the list PENDING "
@@ -107,8 +108,8 @@ def test_a_cell_after_a_removed_one_that_uses_its_name_is_reported():
     ]
     nb = {"cells": cells, "metadata": {}}
     edition, (found,) = student.student_edition(nb, "x.ipynb")
-    assert (found.cell, found.names) == (2, ("f_solution",))
-    assert "x.ipynb, cell 2 ('def g():'): uses f_solution" in str(found)
+    assert (found.index, found.names) == (2, ("f_solution",))
+    assert "x.ipynb, cell 3 ('def g():'): uses f_solution" in str(found)
     assert len(edition["cells"]) == 2 and len(nb["cells"]) == 3
 
 
