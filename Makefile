@@ -211,6 +211,25 @@ notebooks: $(STAMP) dot-ok
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; done
 	$(BIN)/python scripts/lab_form.py $(NOTEBOOKS)
 
+# The student edition, for courses: every chapter without its solution
+# cells, the book's version of what the reader writes, or the self-checks'
+# answers (scripts/student_edition.py says what goes and what stays), in
+# _build/student/notebooks.  It writes nothing, and says which cells, when a
+# kept cell uses a name only a removed cell defines (Run All would stop).
+.PHONY: student grade
+student: $(STAMP)
+	rm -rf _build/student/notebooks
+	$(BIN)/python scripts/student_edition.py --out _build/student/notebooks $(NOTEBOOKS)
+
+# Grade filled-in notebooks exercise by exercise (python -m
+# backprop_lessons.grade): `make grade` runs every chapter of notebooks/ (a
+# reader's own clone: several CPU-minutes), `make grade GRADE=FILE` one
+# notebook; GRADE_ARGS adds options (`--json results.json`, `--timeout 600`).
+GRADE      ?= notebooks
+GRADE_ARGS ?=
+grade: $(STAMP)
+	$(BIN)/python -m backprop_lessons.grade $(GRADE) $(GRADE_ARGS)
+
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart
 # that book/performance.md includes.

@@ -49,6 +49,7 @@ ENGINES = [
     "backprop_lessons.viz",
     "backprop_lessons.widgets",
     "backprop_lessons.show",
+    "backprop_lessons.grade",  # its extra, nbclient, loads when it runs
 ]
 #: the top-level modules of the extras left out here (pip install .[hf])
 ABSENT_EXTRAS = {"transformers", "safetensors"}

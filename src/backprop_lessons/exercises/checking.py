@@ -20,12 +20,17 @@ the reader's code (inside `attempt` or a `readers_code` block) is a "not
 yet" that names it and says where it happened: the line of the reader's
 code that raised, and the reader's calls that led there (a capstone's
 layer call), quoted under the verdict.
+
+`record_verdicts(path)` makes `run_check` also write each verdict to a file,
+as data: the channel through which `python -m backprop_lessons.grade` learns
+a verdict, never from the printed text.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sysconfig
 import traceback
 from collections.abc import Callable, Iterator
@@ -40,6 +45,7 @@ __all__ = [
     "NotAttempted",
     "attempt",
     "readers_code",
+    "record_verdicts",
     "require_filled",
     "run_check",
     "where_it_raised",
@@ -231,6 +237,7 @@ def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
         verdict = Verdict(exercise, NOT_YET, str(hint), hint.where)
     else:
         verdict = Verdict(exercise, CORRECT)
+    _record(verdict, check)
     print(verdict)
     if report is not None:
         print(report)
@@ -249,6 +256,38 @@ def assert_correct(check: Callable[..., Verdict], *answers, **check_args) -> Non
         verdict = check(*answers, **check_args)
     if not verdict.correct:
         raise AssertionError(f"{verdict}\n{printed.getvalue()}".rstrip())
+
+
+#: The file `run_check` appends each verdict to (`record_verdicts`), or None.
+_verdicts_file: Path | None = None
+
+
+def record_verdicts(path) -> None:
+    """From now on, also append each verdict `run_check` makes to the file
+    `path`, one JSON object a line: the exercise, status, hint and quoted
+    lines, and the check that made it (its module and name).
+
+    The grader (`python -m backprop_lessons.grade`) calls this in the kernel
+    it runs a notebook in, with a file in a folder it made, and reads the
+    verdicts there after each cell: a printed "Exercise 6: correct" counts
+    for nothing, and so does a verdict from a check outside this package."""
+    global _verdicts_file
+    _verdicts_file = Path(path)
+
+
+def _record(verdict: Verdict, check: Callable) -> None:
+    if _verdicts_file is None:
+        return
+    line = {
+        "exercise": verdict.exercise,
+        "status": verdict.status,
+        "hint": verdict.hint,
+        "where": list(verdict.where),
+        "check": f"{getattr(check, '__module__', None)}."
+        f"{getattr(check, '__qualname__', None)}",
+    }
+    with _verdicts_file.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(line, default=str) + "\n")
 
 
 def yours_or_the_solution(
