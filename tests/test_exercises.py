@@ -4,7 +4,6 @@ solution ("correct"), on a stub ("not attempted yet") and on a wrong answer
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import numpy as np
@@ -32,7 +31,7 @@ from backprop_lessons.exercises.matmul_vjp import (
 from backprop_lessons.forward_mode import jvp
 from backprop_lessons.mlp3 import ThreeLayerMLP
 from backprop_lessons.numerics import one_hot
-from backprop_lessons.scalar import Value, float_sigmoid, topological_order
+from backprop_lessons.scalar import float_sigmoid, topological_order
 
 
 def run(check, *answers, capsys, exercise: int = 1):
@@ -156,65 +155,6 @@ def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():
 
     with pytest.raises(KeyError):
         run_check(1, check, 0)
-
-
-# ---- value nodes ---------------------------------------------------------------
-
-
-def softplus(v):
-    """ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no e^x that overflows."""
-    x = v.data
-    e = math.exp(-abs(x))
-    slope = 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
-    return Value(max(x, 0.0) + math.log1p(e), "", (v,), (slope,), "softplus")
-
-
-def overflowing_softplus(v):
-    e = math.exp(v.data)
-    return Value(math.log1p(e), "", (v,), (e / (1.0 + e),), "softplus")
-
-
-def test_softplus_must_not_overflow(capsys):
-    verdict = value_nodes.check_softplus(overflowing_softplus, exercise=1)
-    assert verdict.status == "not yet"
-    assert "OverflowError" in capsys.readouterr().out
-
-
-def divide(a, b):
-    return Value(
-        a.data / b.data, "", (a, b), (1 / b.data, -a.data / b.data**2), "/"
-    )
-
-
-def buggy_divide(a, b):
-    return Value(
-        a.data / b.data, "", (a, b), (1 / b.data, a.data / b.data**2), "/"
-    )
-
-
-@pytest.mark.parametrize(
-    "check,right,wrong,hint",
-    [
-        (
-            value_nodes.check_softplus,
-            softplus,
-            lambda v: (v.exp() + 1).log(),
-            "one new Value",
-        ),
-        (value_nodes.check_divide, divide, buggy_divide, "d/db is 0.750000"),
-        (
-            value_nodes.check_hand_gradients,
-            {"a": 3.0, "b": 4.0},
-            {"a": 3.0, "b": 6.0},
-            "b is used twice",
-        ),
-    ],
-)
-def test_value_node_checks(check, right, wrong, hint, capsys):
-    assert run(check, right, capsys=capsys).correct
-    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
-    stub = {"a": ..., "b": ...} if isinstance(right, dict) else stub_ellipsis
-    assert_verdict(run(check, stub, capsys=capsys), "not attempted yet")
 
 
 # ---- topological sort ----------------------------------------------------------

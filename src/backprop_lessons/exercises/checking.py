@@ -308,9 +308,13 @@ def yours_or_the_solution(
     if verdict.correct:
         print(f"Using your {name}: it passes exercise {verdict.exercise}.")
         return yours
+    # a method by its class too (Value.__mul__); a local function or a
+    # lambda by its own name
+    fallback = getattr(solution, "__qualname__", "")
+    if not fallback or "<" in fallback:
+        fallback = getattr(solution, "__name__", "the solution")
     print(
-        f"Using {getattr(solution, '__name__', 'the solution')}, the book's "
-        f"solution, until your {name} passes exercise {verdict.exercise} "
-        f"(now: {verdict.status})."
+        f"Using {fallback}, the book's solution, until your {name} passes "
+        f"exercise {verdict.exercise} (now: {verdict.status})."
     )
     return solution
