@@ -74,6 +74,7 @@ __all__ = [
     "count_operations",
     "count_primitives",
     "evaluate_pass",
+    "apply_rule",
     "backward_pass",
 ]
 
@@ -383,6 +384,12 @@ _interpreters: list[_Evaluator] = [_Evaluator()]  # the top one is in charge
 def evaluate_pass(f: Callable, inputs: list):
     """f(inputs), one pass of f, run by the interpreter in charge."""
     return _interpreters[-1].evaluate(f, inputs)
+
+
+def apply_rule(name: str, primals: tuple, tangents: tuple, params: dict):
+    """(output, output tangent) of primitive `name`, by the rule of the
+    interpreter in charge (linearize's tracers run chapter 3's rules so)."""
+    return _interpreters[-1].apply_rule(name, primals, tangents, params)
 
 
 def backward_pass(out: Value) -> None:

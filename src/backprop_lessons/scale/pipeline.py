@@ -72,6 +72,7 @@ __all__ = [
     "Probe",
     "PipelineStageModule",
     "make_schedule",
+    "microbatch_loss",
     "tie_embedding_gradients",
     "run_step",
     "bubble_fraction",
@@ -370,7 +371,9 @@ class PipelineStageModule(torch.nn.Module):
         return out
 
 
-def _loss_fn(logits, targets):
+def microbatch_loss(logits, targets):
+    """The mean cross-entropy of one micro-batch: the loss every schedule
+    runs on the last stage."""
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     )
@@ -400,8 +403,8 @@ def make_schedule(name: str, modules: list, n_stages: int, n_micro: int):
     # scale_grads (the default): gradients divided by n_micro, so a mean
     # loss per micro-batch gives the gradient of the batch's mean
     if STAGES_PER_RANK[name] == 1:
-        return kind(stages[0], n_microbatches=n_micro, loss_fn=_loss_fn)
-    return kind(stages, n_microbatches=n_micro, loss_fn=_loss_fn)
+        return kind(stages[0], n_microbatches=n_micro, loss_fn=microbatch_loss)
+    return kind(stages, n_microbatches=n_micro, loss_fn=microbatch_loss)
 
 
 def tied_group(schedule: str, n_ranks: int):
