@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checking import NotAttempted, NotYet, attempt, close
+from ..gradcheck import close, largest_difference
+from .checking import NotAttempted, NotYet, attempt
 
 __all__ = [
     "TOL",
@@ -96,12 +97,6 @@ def _arrays_in(value) -> list[np.ndarray]:
     if isinstance(value, (tuple, list)):
         return [a for v in value for a in _arrays_in(v)]
     return []
-
-
-def _largest_difference(ours, right) -> tuple[float, float]:
-    """max|ours - right| and the scale it is judged against (as `close`)."""
-    diff = float(np.abs(ours - right).max(initial=0.0))
-    return diff, max(float(np.abs(right).max(initial=0.0)), 1.0)
 
 
 def _diagnosis(name: str, added, after, case: LayerCase) -> str:
@@ -191,7 +186,7 @@ def run_layer_check(
         if not wrong:
             continue
         name, added = wrong[0]
-        diff, _ = _largest_difference(added, case.expected[name])
+        diff = largest_difference(added, case.expected[name])
         where = f" {case.label}" if case.label else ""
         why = _diagnosis(name, added, work[name], case) or formulas[name]
         if detail is not None:
