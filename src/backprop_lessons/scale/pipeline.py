@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from ..gpt.layers import LAYERNORM_EPS
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig
 from ..gpt.reference import torch_gpt_block
+from ..torch_private import schedule_timetable
 
 __all__ = [
     "SCHEDULES",
@@ -170,16 +171,12 @@ def schedule_grid(schedule: str, n_ranks: int, n_micro: int) -> list[list]:
             f"schedule_grid: {schedule} runs one stage per rank and has no "
             f"timetable in PyTorch; use one of interleaved-1f1b, zbv"
         )
-    if schedule == "zbv":
-        sched = S.ScheduleZBVZeroBubble.__new__(S.ScheduleZBVZeroBubble)
-        sched.num_stages = 2 * n_ranks
-    else:
-        sched = S.ScheduleInterleaved1F1B.__new__(S.ScheduleInterleaved1F1B)
-        sched.n_local_stages, sched._num_stages = 2, 2 * n_ranks
-        sched.number_of_rounds = max(1, n_micro // n_ranks)
-        sched.microbatches_per_round = n_micro // sched.number_of_rounds
-    sched.pp_group_size, sched._n_microbatches = n_ranks, n_micro
-    return [sched._calculate_single_rank_operations(r) for r in range(n_ranks)]
+    kind = (
+        S.ScheduleZBVZeroBubble
+        if schedule == "zbv"
+        else S.ScheduleInterleaved1F1B
+    )
+    return schedule_timetable(kind, n_ranks, n_micro)
 
 
 def in_flight(schedule: str, n_stages: int, n_micro: int, stage: int) -> int:
