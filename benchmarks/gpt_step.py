@@ -210,9 +210,8 @@ def make_problem(dtype: str, batch: int, seq_len: int, seed: int = 0):
 def validate(side: str, dtype: str, batch: int, seq_len: int) -> dict:
     """One step of a NumPy side and of PyTorch from the same parameters: loss,
     gradients, updated parameters."""
-    import numpy as np
-
     from backprop_lessons.gpt.reference import DEFAULT_TOLERANCES
+    from backprop_lessons.gradcheck import largest_difference
 
     config, params, idx, targets = make_problem(dtype, batch, seq_len)
     np_step, np_params = NUMPY_SIDES[side](
@@ -227,7 +226,7 @@ def validate(side: str, dtype: str, batch: int, seq_len: int) -> dict:
         k: rel_diff(np_params[k], tp[k].detach().numpy()) for k in params
     }
     param_abs_diff = max(
-        float(np.abs(np_params[k] - tp[k].detach().numpy()).max()) for k in params
+        largest_difference(np_params[k], tp[k].detach().numpy()) for k in params
     )
     result = {
         "side": side,

@@ -16,12 +16,15 @@ from backprop_lessons.gradcheck import (
     CheckRow,
     CheckTable,
     check_scalar_gradients,
+    close,
     compare_arrays,
     dot_product_test,
     gradcheck,
+    largest_difference,
     numerical_gradient,
     random_direction_checks,
     relative_error,
+    scaled_difference,
 )
 from backprop_lessons.scalar import Value
 from strategies import floats
@@ -204,6 +207,33 @@ def test_relative_error_of_arrays_is_scaled_by_the_largest_entry():
         ValueError, match=r"relative_error: shapes \(2,\) and \(3,\) differ"
     ):
         relative_error(np.zeros(2), np.zeros(3))
+
+
+def test_largest_difference_is_the_largest_absolute_difference():
+    assert largest_difference([1.0, -2.0, 3.0], [1.5, -2.0, 0.0]) == 3.0
+    assert largest_difference(2.0, 2.0) == 0.0
+    assert largest_difference(np.zeros((0, 3)), np.zeros((0, 3))) == 0.0
+    assert math.isnan(largest_difference([1.0, math.nan], [1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"largest_difference: shapes \(2,\)"):
+        largest_difference(np.zeros(2), np.zeros(3))
+
+
+def test_close_is_relative_above_the_floor_and_absolute_below():
+    big = np.array([100.0, -50.0])
+    assert close(big + 0.5e-7, big, 1e-9)  # 0.5e-7 <= 1e-9 * 100
+    assert not close(big + 2e-7, big, 1e-9)
+    small = np.array([1e-3, 0.0])
+    assert close(small + 0.5e-9, small, 1e-9)  # against 1, not 1e-3
+    assert not close(small + 0.5e-9, small, 1e-9, floor=0.0)
+    assert close(0.0, 0.0, 1e-9, floor=0.0)
+    assert scaled_difference(big + 2e-7, big) == pytest.approx(2e-9)
+    assert scaled_difference(small + 0.5e-9, small) == pytest.approx(0.5e-9)
+
+
+def test_close_is_false_for_another_shape_or_nan():
+    """The reader's answer may have any shape, or hold nan: never close."""
+    assert not close(np.zeros(3), np.zeros((3, 1)), 1.0)
+    assert not close([math.nan], [0.0], 1.0)
 
 
 # ---- the check table ---------------------------------------------------------

@@ -168,3 +168,72 @@ def test_importing_an_engine_loads_only_what_it_is_built_on(name):
     assert not extra, f"importing {name} loads {extra}"
     foreign = [m for m in THIRD_PARTY if m in loaded]
     assert not foreign, f"importing {name} loads {foreign}"
+
+
+# ---- private names stay in their module --------------------------------------
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names_from_other_modules(source: str) -> list[str]:
+    """Every private name (`_x`) `source` takes from another module of the
+    package: `from .m import _x`, or `m._x` (an attribute chain from a name
+    an import of the package bound: `from . import m`, `import
+    backprop_lessons.m as m`, `from .m import Cls` then `Cls._x`)."""
+    found, bound = [], set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").startswith("backprop_lessons")
+        ):
+            for alias in node.names:
+                if _is_private(alias.name):
+                    found.append(
+                        f"{node.lineno}: from {node.module} import {alias.name}"
+                    )
+                bound.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("backprop_lessons"):
+                    bound.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_name_crosses_modules():
+    """What another module uses is public: a private helper several modules
+    need moves into a module of its own under a public name (issue 45)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for hit in private_names_from_other_modules(path.read_text())
+    ]
+    assert not found, f"private names used across modules: {found}"
+
+
+@pytest.mark.parametrize(
+    "source, hits",
+    [
+        ("from .gpt_layers import _Case, check_gelu_backward", 1),
+        ("from backprop_lessons.exercises.gpt_layers import _todo as t", 1),
+        ("from . import forward_mode\nforward_mode._interpreters[-1]", 1),
+        ("from . import pipeline as pp\nx = pp._loss_fn(h, y)", 1),
+        ("import backprop_lessons.scale.pipeline as pp\npp._loss_fn", 1),
+        ("from .scalar import Value\nValue._backward", 1),
+        # a module's own privates, a value's attributes, dunders, torch's
+        ("def _f(): pass\n_f()", 0),
+        ("def g(node): return node._children", 0),
+        ("from . import scalar\nscalar.__name__", 0),
+        ("from torch._C._profiler import _EventType", 0),
+        ("import torch\ntorch._C", 0),
+    ],
+)
+def test_the_private_name_check_sees_imports_and_attributes(source, hits):
+    assert len(private_names_from_other_modules(source)) == hits

@@ -1,6 +1,8 @@
 """Each shared fact is written once (issue 37): one finite-difference routine,
-one relative error, one table of the GPT's parameters, one NumPy Adam, one
-PyTorch attention, one rule per Tensor operation, one map of the package.
+one relative error, one absolute difference of two arrays (issue 45: what
+every closeness test is built on), one table of the GPT's parameters, one
+NumPy Adam, one PyTorch attention, one rule per Tensor operation, one map
+of the package.
 
 Counted over the package's source (and, for the two formulas, the tests'
 and the benchmarks' too): a second copy fails here, naming where it is, so
@@ -53,6 +55,85 @@ def test_the_relative_error_is_written_once():
     )
     found = _where(EVERYWHERE, formula)
     assert [f for f in found if "gradcheck.py" not in f] == [], found
+
+
+# Where |a - b| may be written: gradcheck's largest_difference (which
+# close, scaled_difference and the check tables judge) and relative_error's
+# per-entry form; and the self-check widget's number check, the Python twin
+# of the formula selfcheck.js runs in the browser.
+ABSOLUTE_DIFFERENCE_AT = {
+    ("gradcheck.py", "largest_difference"),
+    ("gradcheck.py", "relative_error"),
+    ("widgets/selfcheck.py", "check"),
+}
+ABS_NAMES = {"abs", "absolute", "fabs"}
+
+
+def absolute_differences(source: str) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, code) of every |a - b| in `source`:
+    abs(), np.abs(), np.absolute(), math.fabs() of a subtraction, or
+    (a - b).abs(), wherever it sits (a max over it, a comparison with a
+    tolerance, a division by a scale are all built on it)."""
+
+    def is_difference(node) -> bool:
+        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)
+
+    found = []
+
+    def visit(node, function: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = getattr(f, "id", None) or getattr(f, "attr", None)
+            if name in ABS_NAMES and (
+                (node.args and is_difference(node.args[0]))
+                or (isinstance(f, ast.Attribute) and is_difference(f.value))
+            ):
+                found.append((node.lineno, function, ast.unparse(node)))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_the_absolute_difference_is_written_once():
+    """How far apart two arrays (or numbers) are goes through gradcheck:
+    largest_difference, close (the one closeness test: max|a - b| <= tol *
+    max(max|b|, floor)), scaled_difference, relative_error.  Read from the
+    syntax tree of the package and the benchmarks, so that no spelling of
+    it escapes (np.abs(a - b).max(initial=0.0), abs(x - y) <= tol * ...,
+    (a - b).abs())."""
+    found = []
+    for path in SOURCES + sorted((ROOT / "benchmarks").glob("*.py")):
+        where = str(
+            path.relative_to(PACKAGE if path.is_relative_to(PACKAGE) else ROOT)
+        )
+        for line, function, code in absolute_differences(path.read_text()):
+            if (where, function) not in ABSOLUTE_DIFFERENCE_AT:
+                found.append(f"{where}:{line} (in {function}): {code}")
+    assert not found, f"use gradcheck.close or largest_difference: {found}"
+
+
+@pytest.mark.parametrize(
+    "source, functions",
+    [
+        (
+            "def f(a, b):\n    return np.abs(a - b).max(initial=0.0) <= 1e-9",
+            ["f"],
+        ),
+        (
+            "def f(a, b, t):\n    if abs(a - b) > t * max(1.0, abs(b)): pass",
+            ["f"],
+        ),
+        ("def f(a, b):\n    return (a - b).abs().max()", ["f"]),
+        ("x = math.fabs(y - z)", [""]),
+        ("def f(a):\n    return np.abs(a).max(), abs(-a), abs(a + 1)", []),
+    ],
+)
+def test_the_difference_finder_sees_every_spelling(source, functions):
+    assert [f for _, f, _ in absolute_differences(source)] == functions
 
 
 PARAMETER_NAMES = {

@@ -4,27 +4,43 @@ what was expected when they refuse."""
 
 from __future__ import annotations
 
+import random
 import re
 
 import numpy as np
 import pytest
 
 from backprop_lessons.validate import (
+    at_least,
     axes,
     below,
     broadcast_source,
+    classifier_inputs,
     counts_match,
     flag,
+    float_dtype,
     function,
+    gradient_for,
     int_args,
     integer_array,
     matmul_shapes,
     named_arrays,
+    nonempty_sequence,
+    nonempty_text,
+    number_or,
+    numpy_generator,
+    output_gradient,
+    permutation,
     positive_int,
+    probability_rows,
+    python_random,
+    qkv_heads,
     ready,
     real_numbers,
+    tile_size,
     token_batch,
     token_ids,
+    token_stream,
 )
 
 
@@ -148,3 +164,116 @@ def test_named_arrays_and_token_batches():
         token_batch("fwd", "idx", np.zeros(3, int), max_T=4)
     with pytest.raises(ValueError, match=r"targets must have the shape of idx"):
         token_batch("fwd", "targets", np.zeros((2, 2), int), 4, shape=(1, 2))
+
+
+# ---- the validators the engines' guards moved into (issue 45) ------------------
+
+
+def test_random_generators():
+    rng = np.random.default_rng(0)
+    assert numpy_generator("get_batch", "rng", rng) is rng
+    with pytest.raises(
+        TypeError, match=r"^get_batch: rng must be a numpy\.random"
+    ):
+        numpy_generator("get_batch", "rng", 0)
+    r = random.Random(1)
+    assert python_random("Neuron", "rng", r) is r
+    assert (
+        python_random("Neuron", "rng", None).random() == random.Random(0).random()
+    )
+    with pytest.raises(TypeError, match=r"^Neuron: rng must be a random\.Random"):
+        python_random("Neuron", "rng", np.random.default_rng(0))
+
+
+def test_numbers_text_and_sequences():
+    assert number_or("Node", "data", 2.5) == 2.5
+    assert number_or("Node", "data", "x", (str,)) == "x"
+    for bad in (True, None, "2"):
+        with pytest.raises(
+            TypeError, match=r"^Node \*\*: k must be a number, got"
+        ):
+            number_or("Node **", "k", bad)
+    assert at_least("sample", "temperature", 0.0, 0) == 0.0
+    with pytest.raises(
+        ValueError, match=r"^sample: temperature must be >= 0, got -1"
+    ):
+        at_least("sample", "temperature", -1, 0)
+    assert float_dtype("m", "dtype", "float32") == np.float32
+    with pytest.raises(
+        ValueError, match=r"^m: dtype must be a float type, got int64"
+    ):
+        float_dtype("m", "dtype", np.int64)
+    assert nonempty_text("sample", "prompt", "a") == "a"
+    for bad in ("", None, 3):
+        with pytest.raises(ValueError, match="^sample: the prompt must hold at"):
+            nonempty_text("sample", "prompt", bad)
+    assert nonempty_sequence("MLP", "nouts", (3, 1), "layer size") == (3, 1)
+    with pytest.raises(
+        TypeError, match=r"^MLP: nouts must be a list of layer sizes"
+    ):
+        nonempty_sequence("MLP", "nouts", "31", "layer size")
+    with pytest.raises(
+        ValueError, match=r"^MLP: nouts must list at least one layer"
+    ):
+        nonempty_sequence("MLP", "nouts", [], "layer size")
+
+
+def test_rows_gradients_streams_and_permutations():
+    Y = np.eye(3)[[0, 2]]
+    assert probability_rows("m.loss", "Y", Y, 2, 3) is Y
+    with pytest.raises(
+        ValueError, match=r"Y must be integer labels \(2,\) or one-hot"
+    ):
+        probability_rows("m.loss", "Y", np.eye(3), 2, 3)
+    with pytest.raises(ValueError, match=r"each row of Y must be a probability"):
+        probability_rows("m.loss", "Y", 2 * Y, 2, 3)
+    g = np.zeros(2)
+    assert gradient_for("sgd_step", "W", g, (2,)) is g
+    with pytest.raises(
+        ValueError, match=r"^sgd_step: gradient W has shape \(2,\), the"
+    ):
+        gradient_for("sgd_step", "W", g, (2, 2))
+    assert token_stream("get_batch", "data", [1, 2, 3], 2).tolist() == [1, 2, 3]
+    with pytest.raises(
+        ValueError, match=r"longer than block_size=3, got shape \(3,\)"
+    ):
+        token_stream("get_batch", "data", [1, 2, 3], 3)
+    with pytest.raises(ValueError, match=r"a 1-d token array"):
+        token_stream("get_batch", "data", np.zeros((2, 4), int), 2)
+    assert permutation("transpose", (-1, 0), (2, 3)) == (1, 0)
+    with pytest.raises(ValueError, match=r"\(0, 0\) is not a permutation of the"):
+        permutation("transpose", (0, 0), (2, 3))
+
+
+def test_the_tiled_layers_arguments():
+    assert tile_size("flash", "tile", np.int64(4)) == 4
+    with pytest.raises(
+        TypeError, match=r"^flash: tile must be a positive integer"
+    ):
+        tile_size("flash", "tile", 2.0)
+    with pytest.raises(
+        ValueError, match=r"^flash: tile must be a positive int.*got 0"
+    ):
+        tile_size("flash", "tile", 0)
+    assert qkv_heads("flash", np.zeros((1, 2, 12)), 2) == 2
+    with pytest.raises(ValueError, match=r"inp must have shape \(B, T, 3C\)"):
+        qkv_heads("flash", np.zeros((2, 12)), 2)
+    with pytest.raises(
+        ValueError, match=r"last axis 12 must be 3\*C with C divisible"
+    ):
+        qkv_heads("flash", np.zeros((1, 2, 12)), 3)
+    dout = np.zeros((1, 2))
+    assert output_gradient("flash", dout, (1, 2)) is dout
+    with pytest.raises(
+        ValueError, match=r"dout must have the shape of the output"
+    ):
+        output_gradient("flash", dout, (2, 1))
+    inp, wte = np.zeros((1, 2, 3)), np.zeros((5, 3))
+    chunk, targets = classifier_inputs("fc", inp, wte, [[1, 4]], np.int64(2))
+    assert chunk == 2 and targets.tolist() == [[1, 4]]
+    with pytest.raises(ValueError, match=r"wte \(V, C\) with the same C"):
+        classifier_inputs("fc", inp, np.zeros((5, 4)), [[1, 4]], 2)
+    with pytest.raises(ValueError, match=r"targets must be integers of shape"):
+        classifier_inputs("fc", inp, wte, [[1.0, 4.0]], 2)
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, V=5\)"):
+        classifier_inputs("fc", inp, wte, [[1, 5]], 2)

@@ -55,7 +55,14 @@ from dataclasses import dataclass
 from .gradcheck import numerical_gradient
 from .graph_order import topological_order
 from .scalar import Value, as_float, float_sigmoid, zero_grad
-from .validate import counts_match, function, real_numbers
+from .validate import (
+    counts_match,
+    function,
+    instance_of,
+    positive_number,
+    real_numbers,
+    real_power_domain,
+)
 
 __all__ = [
     "Dual",
@@ -74,6 +81,7 @@ __all__ = [
     "count_operations",
     "count_primitives",
     "evaluate_pass",
+    "apply_rule",
     "backward_pass",
 ]
 
@@ -204,15 +212,7 @@ jvp_rules["mul"] = mul_jvp
 
 def pow_jvp(primals, tangents, k):
     (x,), (x_dot,) = primals, tangents
-    if x == 0.0 and k < 0:
-        raise ZeroDivisionError(
-            f"Dual **: 0.0 ** {k!r} is undefined (division by zero)"
-        )
-    if x < 0 and not k.is_integer():
-        raise ValueError(
-            f"Dual **: {x!r} ** {k!r} is not a real number "
-            "(a negative base needs an integer exponent)"
-        )
+    real_power_domain("Dual **", x, k)
     return x**k, k * x ** (k - 1) * x_dot  # d(x^k) = k x^(k-1) dx
 
 
@@ -233,10 +233,7 @@ jvp_rules["exp"] = exp_jvp
 
 def log_jvp(primals, tangents):
     (x,), (x_dot,) = primals, tangents
-    if x <= 0.0:
-        raise ValueError(
-            f"Dual log: log is defined for positive numbers, got {x!r}"
-        )
+    positive_number("Dual log", "log", x)
     return math.log(x), x_dot / x  # d(ln x) = dx / x
 
 
@@ -289,8 +286,7 @@ def _unary(name: str, on_float: Callable[[float], float]) -> Callable:
 
 
 def _float_log(x: float) -> float:
-    if x <= 0.0:
-        raise ValueError(f"log: log is defined for positive numbers, got {x!r}")
+    positive_number("log", "log", x)
     return math.log(x)
 
 
@@ -385,12 +381,15 @@ def evaluate_pass(f: Callable, inputs: list):
     return _interpreters[-1].evaluate(f, inputs)
 
 
+def apply_rule(name: str, primals: tuple, tangents: tuple, params: dict):
+    """(output, output tangent) of primitive `name`, by the rule of the
+    interpreter in charge (linearize's tracers run chapter 3's rules so)."""
+    return _interpreters[-1].apply_rule(name, primals, tangents, params)
+
+
 def backward_pass(out: Value) -> None:
     """out.backward(), run by the interpreter in charge."""
-    if not isinstance(out, Value):
-        raise TypeError(
-            f"backward_pass: out must be a Value, got {type(out).__name__}"
-        )
+    instance_of("backward_pass", "out", out, Value)
     _interpreters[-1].backward(out)
 
 

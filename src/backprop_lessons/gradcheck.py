@@ -46,6 +46,9 @@ __all__ = [
     "f_at",
     "numerical_param_gradients",
     "directional_derivative",
+    "largest_difference",
+    "scaled_difference",
+    "close",
     "relative_error",
     "CheckRow",
     "CheckTable",
@@ -176,6 +179,46 @@ def numerical_param_gradients(
     }
 
 
+# ---- how far apart two arrays are -------------------------------------------
+
+
+def largest_difference(a, b) -> float:
+    """max|a - b| over the entries of two numbers or arrays of one shape (0
+    when they are empty): the package's one absolute difference, which
+    `close`, `relative_error` and the check tables judge."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(
+            f"largest_difference: shapes {a.shape} and {b.shape} differ"
+        )
+    return float(np.abs(a - b).max(initial=0.0))
+
+
+def _scale(reference: np.ndarray, floor: float) -> float:
+    return max(float(np.abs(reference).max(initial=0.0)), floor)
+
+
+def scaled_difference(ours, reference, floor: float = 1.0) -> float:
+    """max|ours - reference| / max(max|reference|, floor): the error `close`
+    judges against its tolerance."""
+    reference = np.asarray(reference, dtype=np.float64)
+    return largest_difference(ours, reference) / _scale(reference, floor)
+
+
+def close(ours, reference, tol: float, floor: float = 1.0) -> bool:
+    """Whether `ours` is `reference` up to `tol`: the same shape, and
+    max|ours - reference| <= tol * max(max|reference|, floor), relative to
+    the reference's scale and absolute below `floor` (floor=0: relative
+    throughout).  Any other shape is not close, so an answer of any shape
+    can be judged; nan is close to nothing."""
+    a = np.asarray(ours, dtype=np.float64)
+    b = np.asarray(reference, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    return largest_difference(a, b) <= tol * _scale(b, floor)
+
+
 def relative_error(a, b, floor: float = 1e-12, per_entry: bool = False) -> float:
     """How far apart two numbers or arrays are, relative to their size.
 
@@ -205,7 +248,7 @@ def relative_error(a, b, floor: float = 1e-12, per_entry: bool = False) -> float
         scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), floor)
         return float((np.abs(a - b) / scale).max())
     scale = max(float(np.abs(a).max()), float(np.abs(b).max()), floor)
-    return float(np.abs(a - b).max()) / scale
+    return largest_difference(a, b) / scale
 
 
 # ---- check tables ------------------------------------------------------------
@@ -330,7 +373,7 @@ def compare_arrays(
     b = np.asarray(reference, dtype=np.float64)
     if a.shape != b.shape:
         return CheckRow(name, f"{a.shape} vs {b.shape}", math.inf, math.inf, tol)
-    diff = float(np.abs(a - b).max()) if a.size else 0.0
+    diff = largest_difference(a, b)
     values = (float(a), float(b)) if a.ndim == 0 else None
     error = relative_error(a, b, per_entry=per_entry)
     return CheckRow(name, a.shape, diff, error, tol, values)
@@ -396,7 +439,12 @@ def check_scalar_gradients(
     )
     rows = [
         CheckRow(
-            n, (), abs(v.grad - g), relative_error(v.grad, g), tol, (v.grad, g)
+            n,
+            (),
+            largest_difference(v.grad, g),
+            relative_error(v.grad, g),
+            tol,
+            (v.grad, g),
         )
         for n, v, g in zip(names, values, numeric)
     ]
@@ -550,7 +598,7 @@ def dot_product_test(
         )
     lhs = float((jv * u).sum())
     rhs = float(sum((v * g).sum() for v, g in zip(vs, jtu)))
-    diff = abs(lhs - rhs)
+    diff = largest_difference(lhs, rhs)
     return CheckRow(name, "()", diff, relative_error(lhs, rhs), tol, (lhs, rhs))
 
 

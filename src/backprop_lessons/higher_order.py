@@ -36,7 +36,7 @@ from . import forward_mode as fm
 from .forward_mode import Dual
 from .graph_order import topological_order
 from .scalar import Value
-from .validate import counts_match, real_numbers
+from .validate import counts_match, number_or, real_numbers
 
 __all__ = [
     "Node",
@@ -53,6 +53,9 @@ def _primal(x) -> float:
     return float(x)
 
 
+_NUMBERS = "number, a Dual or a Value"  # what a Node's data may be
+
+
 class Node:
     """A scalar graph node as chapter 1's Value, generic in its number type.
 
@@ -64,13 +67,9 @@ class Node:
     __slots__ = ("data", "grad", "_children", "_local_grads", "_op")
 
     def __init__(self, data, children=(), local_grads=(), op: str = ""):
-        if isinstance(data, bool) or not isinstance(
-            data, (numbers.Real, Dual, Value)
-        ):
-            raise TypeError(
-                "Node: data must be a number, a Dual or a Value, "
-                f"got {type(data).__name__}"
-            )
+        number_or(
+            "Node", "data", data, (Dual, Value), "number, a Dual or a Value"
+        )
         self.data, self.grad = data, 0.0
         self._children, self._local_grads, self._op = children, local_grads, op
 
@@ -91,8 +90,7 @@ class Node:
         return Node(self.data * other.data, (self, other), local, "*")
 
     def __pow__(self, k) -> Node:
-        if isinstance(k, bool) or not isinstance(k, numbers.Real):
-            raise TypeError(f"Node **: the exponent must be a number, got {k!r}")
+        number_or("Node **", "the exponent", k)
         x = self.data
         return Node(x**k, (self,), (k * x ** (k - 1),), f"**{k:g}")
 

@@ -45,7 +45,13 @@ from collections.abc import Callable, Sequence
 
 from . import forward_mode
 from .forward_mode import Dual
-from .validate import function, instance_of, real_numbers
+from .validate import (
+    finite_quotient_domain,
+    function,
+    instance_of,
+    real_number,
+    real_numbers,
+)
 
 __all__ = ["LinearVar", "LinearProgram", "linearize", "transpose", "vjp"]
 
@@ -112,12 +118,7 @@ def _is_zero(x) -> bool:
 
 
 def _number(k, op: str) -> float:
-    if not isinstance(k, numbers.Real) or isinstance(k, bool):
-        raise TypeError(
-            f"linearize: {op}: a tangent can be scaled by a number only, "
-            f"got {type(k).__name__}"
-        )
-    return float(k)
+    return real_number(f"linearize: {op}", "a tangent's scale", k, finite=False)
 
 
 class LinearProgram:
@@ -239,10 +240,7 @@ class _Linearizing(Dual):
 
     def __truediv__(self, other):
         other = _lift(other, "/")
-        if other.value == 0.0:
-            raise ZeroDivisionError(
-                f"linearize /: division of {self.value!r} by 0"
-            )
+        finite_quotient_domain("linearize /", self.value, other.value)
         return self * other**-1
 
     def __radd__(self, other):
@@ -284,8 +282,7 @@ def _apply(name: str, *args: _Linearizing, **params) -> _Linearizing:
     forward_mode's interpreter (so `count_operations` sees it)."""
     primals = tuple(a.value for a in args)
     tangents = tuple(a.tangent for a in args)
-    interpreter = forward_mode._interpreters[-1]
-    y, y_dot = interpreter.apply_rule(name, primals, tangents, params)
+    y, y_dot = forward_mode.apply_rule(name, primals, tangents, params)
     return _Linearizing(y, y_dot)
 
 

@@ -30,9 +30,13 @@ import numpy as np
 from .numerics import log_softmax, one_hot, sigmoid
 from .validate import (
     class_labels,
+    float_dtype,
+    gradient_for,
     in_range,
     instance_of,
     positive_int,
+    probability_rows,
+    ready,
     real_array,
     real_number,
     rows_of,
@@ -61,11 +65,7 @@ class ThreeLayerMLP:
         self.d1 = positive_int("ThreeLayerMLP", "d1", d1)
         self.d2 = positive_int("ThreeLayerMLP", "d2", d2)
         self.d3 = positive_int("ThreeLayerMLP", "d3", d3, minimum=2)  # classes
-        self.dtype = np.dtype(dtype)
-        if self.dtype.kind != "f":
-            raise ValueError(
-                f"ThreeLayerMLP: dtype must be a float type, got {self.dtype}"
-            )
+        self.dtype = float_dtype("ThreeLayerMLP", "dtype", dtype)
         seed = positive_int("ThreeLayerMLP", "seed", seed, minimum=0)
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
@@ -128,26 +128,15 @@ class ThreeLayerMLP:
 
     def _targets(self, Y, op: str) -> np.ndarray:
         """Labels as one-hot rows (B, d3) matching the cached batch."""
-        if self.cache is None:
-            raise RuntimeError(
-                f"ThreeLayerMLP.{op}: call forward(X) first; there is no "
-                "cached batch yet"
-            )
-        B = self.cache["X"].shape[0]
+        op = f"ThreeLayerMLP.{op}"
+        todo = "call forward(X) first; there is no cached batch yet"
+        cache = ready(op, self.cache, todo)
+        B = cache["X"].shape[0]
         Y = np.asarray(Y)
         if Y.ndim == 1:
-            labels = class_labels(f"ThreeLayerMLP.{op}", "labels", Y, self.d3, B)
+            labels = class_labels(op, "labels", Y, self.d3, B)
             return one_hot(labels, self.d3, self.dtype)
-        if Y.shape != (B, self.d3):
-            raise ValueError(
-                f"ThreeLayerMLP.{op}: Y must be integer labels ({B},) or one-hot "
-                f"rows ({B}, {self.d3}), got shape {Y.shape}"
-            )
-        if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0):
-            raise ValueError(
-                f"ThreeLayerMLP.{op}: each row of Y must be a probability "
-                "distribution (one-hot: a single 1, zeros elsewhere)"
-            )
+        Y = probability_rows(op, "Y", Y, B, self.d3)
         return Y.astype(self.dtype, copy=False)
 
     def loss(self, Y) -> float:
@@ -207,12 +196,7 @@ def sgd_step(params: dict, grads: dict, lr: float) -> None:
     instance_of("sgd_step", "grads", grads, dict)
     real_number("sgd_step", "lr", lr)
     for name, g in grads.items():
-        if g.shape != params[name].shape:
-            raise ValueError(
-                f"sgd_step: gradient {name} has shape {g.shape}, "
-                f"the parameter {params[name].shape}"
-            )
-        params[name] -= lr * g
+        params[name] -= lr * gradient_for("sgd_step", name, g, params[name].shape)
 
 
 def accuracy(model: ThreeLayerMLP, X, y) -> float:

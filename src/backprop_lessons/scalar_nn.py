@@ -14,24 +14,19 @@ import random
 from collections.abc import Sequence
 
 from .scalar import Value, zero_grad
-from .validate import entries_of, length_is, one_of, positive_int
+from .validate import (
+    entries_of,
+    length_is,
+    nonempty_sequence,
+    one_of,
+    positive_int,
+    python_random,
+)
 
 __all__ = ["Neuron", "Layer", "MLP"]
 
 _NONLINEARITIES = ("tanh", "relu", "sigmoid", "linear")
 _INPUT = (Value, numbers.Real)  # what a neuron reads: Values or numbers
-
-
-def _rng(op: str, rng) -> random.Random:
-    """`rng`, or a fresh random.Random(0) if None."""
-    if rng is None:
-        return random.Random(0)
-    if not isinstance(rng, random.Random):
-        raise TypeError(
-            f"{op}: rng must be a random.Random (e.g. random.Random(42)) or "
-            f"None, got {type(rng).__name__} {rng!r}"
-        )
-    return rng
 
 
 class Module:
@@ -56,7 +51,7 @@ class Neuron(Module):
     ):
         nin = positive_int("Neuron", "nin", nin)
         one_of("Neuron", "nonlin", nonlin, _NONLINEARITIES)
-        rng = _rng("Neuron", rng)
+        rng = python_random("Neuron", "rng", rng)
         bound = 1.0 / math.sqrt(nin)
         self.w = [Value(rng.uniform(-bound, bound)) for _ in range(nin)]
         self.b = Value(0.0)
@@ -90,7 +85,7 @@ class Layer(Module):
         rng: random.Random | None = None,
     ):
         nout = positive_int("Layer", "nout", nout)
-        rng = _rng("Layer", rng)
+        rng = python_random("Layer", "rng", rng)
         self.neurons = [Neuron(nin, nonlin, rng) for _ in range(nout)]
 
     def __call__(self, x: Sequence) -> list[Value]:
@@ -115,14 +110,7 @@ class MLP(Module):
     def __init__(
         self, nin: int, nouts: Sequence[int], nonlin: str = "tanh", seed: int = 0
     ):
-        if isinstance(nouts, (str, bytes)) or not isinstance(nouts, Sequence):
-            raise TypeError(
-                f"MLP: nouts must be a list of layer sizes, got {nouts!r}"
-            )
-        if len(nouts) == 0:
-            raise ValueError(
-                "MLP: nouts must list at least one layer size, got []"
-            )
+        nonempty_sequence("MLP", "nouts", nouts, "layer size")
         one_of("MLP", "nonlin", nonlin, _NONLINEARITIES)
         if not isinstance(seed, int) or isinstance(seed, bool):
             seed = positive_int("MLP", "seed", seed, minimum=0)

@@ -705,12 +705,7 @@ class Tensor:
         axes = validate.int_args("transpose", "axes", axes)
         if not axes:
             axes = tuple(reversed(range(n)))
-        if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
-            raise ValueError(
-                f"transpose: {axes} is not a permutation of the axes of a tensor "
-                f"of shape {self.shape}"
-            )
-        axes = tuple(a % n for a in axes)
+        axes = validate.permutation("transpose", axes, self.shape)
         out = self.data.transpose(axes)
         return _result(out, (self,), Tensor.transpose_backward, (axes,), "T")
 

@@ -138,7 +138,7 @@ def inplace_ops(f, *inputs) -> list[str]:
     into an argument that is not an `out=` buffer.  Runs f once, with
     autograd as it is (call `.backward()` inside f to see the backward too).
     """
-    from .torch_private import dispatch_mode
+    from .torch_private import dispatch_mode, schema_arguments
 
     TorchDispatchMode = dispatch_mode()
 
@@ -148,7 +148,7 @@ def inplace_ops(f, *inputs) -> list[str]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             written = [
                 a
-                for a in func._schema.arguments
+                for a in schema_arguments(func)
                 if a.alias_info is not None
                 and a.alias_info.is_write
                 and not a.kwarg_only

@@ -23,6 +23,7 @@ of guard clutter (tests/test_guard_ratio.py).
     axes(op, axis, ndim)            None, an int or ints as sorted axes
     one_axis(op, axis, shape)       the one non-empty axis of a softmax
     int_args(op, name, args)        f(2, 3) or f((2, 3)) as a tuple of ints
+    permutation(op, axes, shape)    a transpose's axes, non-negative
     same_shape(op, name, arr, shape, whose)   arr.shape == shape
     broadcast_shape(what, a, b)     the broadcast shape of a and b
     broadcast_source(op, name, shape, target)  shape broadcasts to target
@@ -37,12 +38,24 @@ of guard clutter (tests/test_guard_ratio.py).
     named_arrays(op, arrays, shapes)  a dict of exactly these arrays, shapes
                                     and one float dtype (a model's parameters)
     token_batch(op, name, ids, max_T)  token ids (B, T), B, T >= 1, T <= max_T
+    numpy_generator, python_random  the random generators engines draw from
+    number_or(op, name, x, kinds)   a number (not a bool) or one of `kinds`
+    at_least(op, name, x, lo)       x >= lo
+    float_dtype(op, name, dtype)    a NumPy float dtype
+    nonempty_text, nonempty_sequence  a string, a list with something in it
+    probability_rows(op, name, Y, B, K)  (B, K) rows of probabilities
+    gradient_for(op, name, g, shape)  a parameter's gradient has its shape
+    token_stream(op, name, data, T)  a 1-d token array longer than T
+    tile_size, qkv_heads, output_gradient, classifier_inputs
+                                    the tiled GPT layers' arguments
+                                    (FlashAttention, the fused classifier)
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -72,6 +85,7 @@ __all__ = [
     "axes",
     "one_axis",
     "int_args",
+    "permutation",
     "same_shape",
     "broadcast_shape",
     "broadcast_source",
@@ -81,6 +95,20 @@ __all__ = [
     "real_power_domain",
     "finite_quotient_domain",
     "positive_number",
+    "numpy_generator",
+    "python_random",
+    "number_or",
+    "at_least",
+    "float_dtype",
+    "nonempty_text",
+    "nonempty_sequence",
+    "probability_rows",
+    "gradient_for",
+    "token_stream",
+    "tile_size",
+    "qkv_heads",
+    "output_gradient",
+    "classifier_inputs",
 ]
 
 
@@ -109,6 +137,30 @@ def instance_of(op: str, name: str, value, cls, hint: str = ""):
     raise TypeError(
         f"{op}: {name} must be a {expected}{hint}, "
         f"got {type(value).__name__} {value!r:.40}"
+    )
+
+
+def numpy_generator(op: str, name: str, rng) -> np.random.Generator:
+    """`rng` if it is a numpy.random.Generator, else a TypeError saying how
+    to make one."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    raise TypeError(
+        f"{op}: {name} must be a numpy.random.Generator "
+        f"(np.random.default_rng(seed)), got {type(rng).__name__}"
+    )
+
+
+def python_random(op: str, name: str, rng) -> random.Random:
+    """`rng` if it is a random.Random, a fresh random.Random(0) if it is
+    None, else a TypeError."""
+    if rng is None:
+        return random.Random(0)
+    if isinstance(rng, random.Random):
+        return rng
+    raise TypeError(
+        f"{op}: {name} must be a random.Random (e.g. random.Random(42)) or "
+        f"None, got {type(rng).__name__} {rng!r}"
     )
 
 
@@ -325,6 +377,18 @@ def int_args(op: str, name: str, args: tuple) -> tuple:
     raise TypeError(f"{op}: {name} must be ints, got {args!r}")
 
 
+def permutation(op: str, axes: tuple, shape: tuple) -> tuple:
+    """`axes` (negative ones counted from the end) as a permutation of the
+    axes of an array of `shape`, or a ValueError."""
+    n = len(shape)
+    if sorted(a % n if -n <= a < n else a for a in axes) != list(range(n)):
+        raise ValueError(
+            f"{op}: {axes} is not a permutation of the axes of a tensor "
+            f"of shape {shape}"
+        )
+    return tuple(a % n for a in axes)
+
+
 def same_shape(op: str, name: str, arr, shape: tuple, whose: str):
     """`arr` if it has `shape` (the shape of `whose`), else a ValueError
     naming both shapes."""
@@ -519,3 +583,148 @@ def token_batch(op: str, name: str, ids, max_T: int, shape=None) -> np.ndarray:
             f"block_size={max_T}"
         )
     return a
+
+
+def number_or(op: str, name: str, value, kinds: tuple = (), expected="number"):
+    """`value` if it is a real number (not a bool) or one of `kinds` (an
+    engine's own number types), else a TypeError: "{op}: {name} must be a
+    {expected}"."""
+    if isinstance(value, kinds) or (
+        isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ):
+        return value
+    raise TypeError(
+        f"{op}: {name} must be a {expected}, got {type(value).__name__} "
+        f"{value!r:.40}"
+    )
+
+
+def at_least(op: str, name: str, value, lo):
+    """`value` if value >= lo, else a ValueError: "{op}: {name} must be >=
+    {lo}, got {value}"."""
+    if value >= lo:
+        return value
+    raise ValueError(f"{op}: {name} must be >= {lo}, got {value}")
+
+
+def float_dtype(op: str, name: str, dtype) -> np.dtype:
+    """`dtype` as a NumPy dtype if it is a float type, else a ValueError."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype
+    raise ValueError(f"{op}: {name} must be a float type, got {dtype}")
+
+
+def nonempty_text(op: str, name: str, value) -> str:
+    """`value` if it is a string of at least one character."""
+    if isinstance(value, str) and value:
+        return value
+    raise ValueError(f"{op}: the {name} must hold at least one character")
+
+
+def nonempty_sequence(op: str, name: str, value, what: str):
+    """`value` if it is a sequence (not a string) with at least one entry;
+    `what` names an entry ("layer size")."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{op}: {name} must be a list of {what}s, got {value!r}")
+    if len(value) == 0:
+        raise ValueError(f"{op}: {name} must list at least one {what}, got []")
+    return value
+
+
+def probability_rows(op: str, name: str, Y: np.ndarray, B: int, K: int):
+    """`Y` if it is (B, K) rows of probabilities (one-hot rows, or soft
+    targets), else a ValueError; integer labels (B,) are the other form."""
+    if Y.shape != (B, K):
+        raise ValueError(
+            f"{op}: {name} must be integer labels ({B},) or one-hot rows "
+            f"({B}, {K}), got shape {Y.shape}"
+        )
+    if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0):
+        raise ValueError(
+            f"{op}: each row of {name} must be a probability distribution "
+            "(one-hot: a single 1, zeros elsewhere)"
+        )
+    return Y
+
+
+def gradient_for(op: str, name: str, g, shape: tuple):
+    """`g` if it has `shape`, the shape of the parameter `name` it updates,
+    else a ValueError naming both."""
+    if g.shape == shape:
+        return g
+    raise ValueError(
+        f"{op}: gradient {name} has shape {g.shape}, the parameter {shape}"
+    )
+
+
+def token_stream(op: str, name: str, data, block_size: int) -> np.ndarray:
+    """`data` as a 1-d array of token ids longer than `block_size` (a corpus
+    to cut windows of block_size + 1 tokens from)."""
+    data = token_ids(op, name, data)
+    if data.ndim == 1 and len(data) >= block_size + 1:
+        return data
+    raise ValueError(
+        f"{op}: {name} must be a 1-d token array longer than "
+        f"block_size={block_size}, got shape {data.shape}"
+    )
+
+
+# ---- the tiled GPT layers' arguments (gpt.layers) ------------------------------
+
+
+def tile_size(op: str, name: str, value) -> int:
+    """A positive integer tile or chunk size (or number of heads), as an
+    int: a TypeError for a non-integer, a ValueError below 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(
+            f"{op}: {name} must be a positive integer, got {type(value).__name__}"
+        )
+    if value < 1:
+        raise ValueError(f"{op}: {name} must be a positive integer, got {value}")
+    return int(value)
+
+
+def qkv_heads(op: str, inp, n_head) -> int:
+    """hs, the head size, for attention's input inp (B, T, 3C) with C
+    divisible by n_head; else a clear error."""
+    inp = np.asarray(inp)
+    if inp.ndim != 3:
+        raise ValueError(f"{op}: inp must have shape (B, T, 3C), got {inp.shape}")
+    C3 = inp.shape[-1]
+    n_head = tile_size(op, "n_head", n_head)
+    if C3 % 3 or (C3 // 3) % n_head:
+        raise ValueError(
+            f"{op}: the last axis {C3} must be 3*C with C divisible by "
+            f"n_head={n_head}"
+        )
+    return C3 // 3 // n_head
+
+
+def output_gradient(op: str, dout, shape: tuple):
+    """`dout` if it has the output's `shape`, else a ValueError."""
+    if dout.shape == shape:
+        return dout
+    raise ValueError(
+        f"{op}: dout must have the shape of the output {shape}, got {dout.shape}"
+    )
+
+
+def classifier_inputs(op: str, inp, wte, targets, chunk) -> tuple:
+    """(chunk, targets) for the fused classifier: inp (B, T, C), wte (V, C)
+    with the same C, integer targets (B, T) in [0, V), a positive chunk."""
+    inp, wte, targets = np.asarray(inp), np.asarray(wte), np.asarray(targets)
+    if inp.ndim != 3 or wte.ndim != 2 or inp.shape[-1] != wte.shape[-1]:
+        raise ValueError(
+            f"{op}: inp must be (B, T, C) and wte (V, C) with the same C, "
+            f"got {inp.shape} and {wte.shape}"
+        )
+    if targets.shape != inp.shape[:2] or targets.dtype.kind not in "iu":
+        raise ValueError(
+            f"{op}: targets must be integers of shape {inp.shape[:2]} (B, T), "
+            f"got {targets.dtype} {targets.shape}"
+        )
+    V = wte.shape[0]
+    if targets.size and (targets.min() < 0 or targets.max() >= V):
+        raise ValueError(f"{op}: targets must lie in [0, V={V})")
+    return tile_size(op, "chunk", chunk), targets

@@ -19,14 +19,19 @@ One module per chapter topic (stable names, not chapter numbers):
     microgpt             the appendix (self-check questions only)
 
 Each module also holds its chapter's self-check questions, `SELF_CHECKS`
-(see `questions`; `widgets.self_check` shows one).
+(see `questions`; `widgets.self_check` shows one).  What they share:
+
+    checking             the one protocol: `exercise=`, a Verdict, the
+                         reader's failing line quoted
+    layer_checks         the checks of a layer's backward the reader
+                         writes (gpt_layers, memory_and_precision)
+    questions            a self-check question as data
 
 Every check takes the reader's answer and, as a keyword, the number the
 chapter gives the exercise (`check_softplus(softplus, exercise=1)`: the
 notebook owns the number); it prints "Exercise N: not attempted yet - ...",
 "Exercise N: not yet - <hint>" or "Exercise N: correct" and returns a
-`checking.Verdict`;
-`checking` holds the machinery they share.  Nothing here reads notebook
+`checking.Verdict`.  Nothing here reads notebook
 globals: everything a check needs is an argument or built inside it.
 
 The checks of the backwards the reader writes in the later chapters are

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from ..gradcheck import close
 
 __all__ = [
     "Verdict",
@@ -51,7 +51,6 @@ __all__ = [
     "where_it_raised",
     "yours_or_the_solution",
     "assert_correct",
-    "close",
     "mismatched",
 ]
 
@@ -199,21 +198,9 @@ def attempt(fn: Callable, *args, todo: str, may_return_none: bool = False):
     return result
 
 
-def close(ours, reference, tol: float) -> bool:
-    """Same shape, and max|ours - reference| <= tol * max(max|reference|, 1):
-    relative to the reference's scale, absolute below 1."""
-    a = np.asarray(ours, dtype=np.float64)
-    b = np.asarray(reference, dtype=np.float64)
-    if a.shape != b.shape:
-        return False
-    return bool(
-        np.abs(a - b).max(initial=0.0)
-        <= tol * max(np.abs(b).max(initial=0.0), 1.0)
-    )
-
-
 def mismatched(ours: dict, reference: dict, tol: float) -> list[str]:
-    """The names of `reference` whose array in `ours` is not `close`."""
+    """The names of `reference` whose array in `ours` is not `close`
+    (gradcheck's)."""
     return [
         name for name in reference if not close(ours[name], reference[name], tol)
     ]

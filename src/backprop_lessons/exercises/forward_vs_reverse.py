@@ -26,6 +26,7 @@ from ..forward_mode import (
     sigmoid,
     tanh,
 )
+from ..gradcheck import close
 from .checking import NotYet, Verdict, attempt, readers_code, run_check
 from .questions import Choice, Number
 
@@ -88,7 +89,7 @@ def check_jvp_rule(rule, *, exercise: int) -> Verdict:
             J_ref = jacobian_reverse(g, point)
             for row, row_ref in zip(J, J_ref):
                 for a, b in zip(row, row_ref):
-                    if abs(a - b) > 1e-12 * max(1.0, abs(b)):
+                    if not close(a, b, 1e-12):
                         raise NotYet(
                             "the Jacobian differs from reverse mode: the chain "
                             "rule multiplies the local derivative by x_dot"
@@ -117,7 +118,7 @@ def check_directional_derivative(
                 f"{ops.evaluations} passes of f, expected 1: seed the inputs' "
                 "tangents with v"
             )
-        if abs(rate - expected) > 1e-12 * abs(expected):
+        if not close(rate, expected, 1e-12, floor=0.0):
             raise NotYet(f"got {rate}, expected {expected}")
 
     return run_check(exercise, check, directional_derivative)

@@ -28,6 +28,7 @@ from ..gpt import (
     parameter_shapes,
 )
 from ..gpt.hf_checkpoint import hf_shapes
+from ..gradcheck import close, largest_difference
 from .checking import NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
@@ -112,10 +113,10 @@ def check_attention_crossover(crossover, *, exercise: int) -> Verdict:
             L, C, V = config.n_layer, config.n_embd, config.vocab_size
             expected = (12 * L * C * C + V * C) / (2 * L * C)
             number = isinstance(got, (int, float, np.number))
-            if not number or abs(got - expected) > 1.0:
+            if not number or largest_difference(got, expected) > 1.0:
                 hint = (
                     " (did you leave out the LM head, V x C?)"
-                    if number and abs(got - 6 * C) <= 1.0
+                    if number and largest_difference(got, 6 * C) <= 1.0
                     else ""
                 )
                 raise NotYet(
@@ -220,9 +221,7 @@ def _transformers_logits_match(state, config, params, rng) -> bool:
     with torch.no_grad():
         theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
     _, cache = gpt_forward(params, config, idx)
-    return bool(
-        np.abs(cache["logits"] - theirs).max() <= 1e-12 * np.abs(theirs).max()
-    )
+    return close(cache["logits"], theirs, 1e-12, floor=0.0)
 
 
 # ---- self-checks -------------------------------------------------------------

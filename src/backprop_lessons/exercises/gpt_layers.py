@@ -13,15 +13,12 @@ backward, then the whole model's (chapter 6).
 A layer's `fn` has exactly the signature of the book's backward: the
 gradient buffers first, then dout (dloss for the cross-entropy) and the
 cache made by the book's forward; it adds into the buffers and returns
-nothing.  The check fills the buffers with random numbers first (a buffer
-may already hold the gradient of another use of the same input), calls
-`fn` once, and compares what it added (buffer after minus buffer before)
-with PyTorch's gradient in float64, one gradient at a time in the order of
-the signature.  The first wrong one is named in the hint, with the largest
-difference, and what is wrong with it when the check can tell: each check
-also computes the classic bugs (a missing term, a transpose, `=` for `+=`,
-...) and says which one the answer matches.  The inputs are chosen to
-expose them: repeated tokens for the embedding, a square and a non-square
+nothing.  `layer_checks` runs it (random non-zero buffers, one call per
+case, what it added compared with PyTorch's gradient in float64, the first
+wrong gradient named with its diagnosis); this module builds the cases:
+each layer's inputs on several shapes and its classic bugs (a missing
+term, a transpose, `=` for `+=`, ...).  The inputs are chosen to expose
+them: repeated tokens for the embedding, a square and a non-square
 weight for the matmul, inputs near |x| = 2 for the GELU (where the
 derivatives of the tanh and the erf GELU differ most).
 
@@ -40,8 +37,6 @@ Each check prints "Exercise N: ..." and returns a `Verdict` (see
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,13 +52,17 @@ from ..gpt.layers import (
 )
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
 from ..gradcheck import CheckTable, compare_arrays, relative_error
-from .checking import (
-    NotAttempted,
-    NotYet,
-    Verdict,
-    attempt,
-    close,
-    run_check,
+from .checking import NotYet, Verdict, attempt, run_check
+from .layer_checks import (
+    LAYER_SHAPES,
+    TOL,
+    LayerCase,
+    label_at,
+    random_buffers,
+    run_layer_check,
+    torch_vjp,
+    what_to_write,
+    wrong_thirds,
 )
 from .questions import Choice, Number
 
@@ -81,196 +80,9 @@ __all__ = [
     "SELF_CHECKS",
 ]
 
-# Relative tolerance of a layer's gradient (max difference over the larger
-# of 1 and the right gradient's largest entry).  The book's layers agree with
-# PyTorch to 8e-16 or better on these inputs; the nearest bug, the erf
-# GELU's derivative in place of the tanh GELU's, is off by 3.3e-4 on the
-# GELU check's inputs (the two slopes differ by up to 8.7e-4, at |x| = 2.0,
-# and still by 1.3e-6 at |x| = 0.1).  1e-9 lies between, with margins of
-# 10^5 to 10^6 on either side.
-TOL = 1e-9
+# TOL, a layer's gradient's relative tolerance, is layer_checks'.
 # The whole model, float64, against PyTorch (gpt.reference's tolerance).
 GPT_TOL = 1e-10
-
-
-# ---- the machinery shared by the layer checks --------------------------------
-
-
-@dataclass
-class _Case:
-    """One call of the reader's backward: `fn(*buffers, dout, cache)`.
-
-    `buffers` maps each gradient's name (dinp, dweight, ...) to its starting
-    content, random and non-zero, or None for a gradient not wanted;
-    `expected` maps the same names to what the backward must add;
-    `bugs` maps a name to (what a classic bug would add, what it is);
-    `on_error` is added to the hint when the reader's code raises.
-    """
-
-    buffers: dict[str, np.ndarray | None]
-    dout: object
-    cache: object
-    expected: dict[str, np.ndarray]
-    shapes: str
-    label: str = ""
-    on_error: str = ""
-    bugs: dict[str, list[tuple[np.ndarray, str]]] = field(default_factory=dict)
-
-
-def _todo(fn, rest: str) -> str:
-    """What a stub still has to do, in the reader's own name for it:
-    "write my_gelu_backward(dinp, dout, cache)"."""
-    name = getattr(fn, "__name__", "")
-    return f"write {name if name.isidentifier() else 'your function'}{rest}"
-
-
-def _arrays_in(value) -> list[np.ndarray]:
-    """Every ndarray in a cache (an array, or tuples and lists of them)."""
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [a for v in value for a in _arrays_in(v)]
-    return []
-
-
-def _largest_difference(ours, right) -> tuple[float, float]:
-    """max|ours - right| and the scale it is judged against (as `close`)."""
-    diff = float(np.abs(ours - right).max(initial=0.0))
-    return diff, max(float(np.abs(right).max(initial=0.0)), 1.0)
-
-
-def _diagnosis(name: str, added, after, case: _Case) -> str:
-    """What is wrong with the gradient `name`, when the check can tell."""
-    right = case.expected[name]
-    if close(after, right, TOL):
-        return (
-            f"your backward assigns (=) where it must add (+=): {name} "
-            f"already held a gradient (from another use of the same input) "
-            f"and after your call it holds only this layer's part"
-        )
-    if not added.any():
-        return (
-            f"your backward added nothing into the {name} buffer (`{name} = "
-            f"...` only rebinds the name inside your function: add in place, "
-            f"`{name} += ...`)"
-        )
-    for wrong, what in case.bugs.get(name, []):
-        if close(added, wrong, TOL):
-            return what
-    if close(added, -right, TOL):
-        return "it has the wrong sign"
-    if close(added, 2 * right, TOL):
-        return "it is twice the right one: it is added twice"
-    return ""
-
-
-def _run_layer_check(
-    fn: Callable,
-    cases: list[_Case],
-    todo: str,
-    formulas: dict[str, str],
-    detail: Callable | None = None,
-) -> None:
-    """Call fn once per case and raise NotYet at the first wrong gradient.
-
-    `formulas` gives each gradient's formula, the hint when no known bug
-    matches; `detail(name, added, right)`, if given, adds to the hint."""
-    for number, case in enumerate(cases):
-        before = {
-            n: None if b is None else b.copy() for n, b in case.buffers.items()
-        }
-        work = {n: None if b is None else b.copy() for n, b in before.items()}
-        inputs = _arrays_in(case.dout) + _arrays_in(case.cache)
-        inputs_before = [a.copy() for a in inputs]
-        try:
-            result = attempt(
-                fn,
-                *work.values(),
-                case.dout,
-                case.cache,
-                todo=todo,
-                may_return_none=True,
-            )
-        except NotYet as error:
-            where = f"{case.label}, " if case.label else ""
-            more = f"; {case.on_error}" if case.on_error else ""
-            text = " ".join(str(error).split())  # one line
-            raise NotYet(
-                f"{where}{text} ({case.shapes}){more}", where=error.where
-            ) from None
-        names = [n for n in work if work[n] is not None]
-        if all(np.array_equal(work[n], before[n]) for n in names):
-            if result is not None:
-                raise NotYet(
-                    "a backward adds into the buffers it is given "
-                    f"({names[0]} += ...) and returns nothing; yours returned "
-                    f"a {type(result).__name__} and left them as they were"
-                )
-            if number == 0:
-                raise NotAttempted(
-                    f"{todo} (so far it adds nothing to the buffers)"
-                )
-        if any(not np.array_equal(a, b) for a, b in zip(inputs, inputs_before)):
-            raise NotYet(
-                "your backward changed dout or the cache in place: the "
-                "caller still needs them; compute into new arrays "
-                "(g = dout * weight, not dout *= weight)"
-            )
-        wrong = []
-        for name in names:
-            added = work[name] - before[name]
-            if not np.isfinite(added).all():
-                raise NotYet(f"{name} holds nan or inf after your backward")
-            if not close(added, case.expected[name], TOL):
-                wrong.append((name, added))
-        if not wrong:
-            continue
-        name, added = wrong[0]
-        diff, _ = _largest_difference(added, case.expected[name])
-        where = f" {case.label}" if case.label else ""
-        why = _diagnosis(name, added, work[name], case) or formulas[name]
-        if detail is not None:
-            more = detail(name, added, case.expected[name])
-            why = f"{why}; {more}" if more else why
-        also = [n for n, _ in wrong[1:]]
-        also_text = f" ({', '.join(also)} wrong too)" if also else ""
-        raise NotYet(
-            f"{name} is wrong{where} (largest difference {diff:.1e}): "
-            f"{why}{also_text}"
-        )
-
-
-#: The shape sets every layer check runs the reader's backward on, (B, T, C)
-#: or (B, T, V): a general one first (its diagnoses are the most telling),
-#: then a single sequence and a single position, where an answer fitted to
-#: one shape, or summing over the wrong axis, shows.
-_SHAPES = [(2, 3, 5), (1, 4, 6), (3, 1, 4)]
-
-
-def _at(**sizes) -> str:
-    """A case's label: "at B = 1, T = 4, C = 6"."""
-    return "at " + ", ".join(f"{k} = {v}" for k, v in sizes.items())
-
-
-def _buffers(rng, **shapes) -> dict[str, np.ndarray]:
-    """Random non-zero starting buffers of the given shapes."""
-    return {n: rng.standard_normal(s) for n, s in shapes.items()}
-
-
-def _torch_vjp(forward: Callable, inputs: dict, dout) -> dict[str, np.ndarray]:
-    """The gradients of sum(forward(**inputs) * dout) for every float input,
-    by PyTorch's autograd in float64."""
-    import torch
-
-    leaves = {
-        n: torch.tensor(a, dtype=torch.float64, requires_grad=True)
-        if np.issubdtype(np.asarray(a).dtype, np.floating)
-        else torch.as_tensor(a)
-        for n, a in inputs.items()
-    }
-    out = forward(**leaves)
-    out.backward(torch.as_tensor(dout, dtype=torch.float64))
-    return {n: t.grad.numpy() for n, t in leaves.items() if t.requires_grad}
 
 
 def _mean_c(a: np.ndarray) -> np.ndarray:
@@ -289,7 +101,7 @@ _LAYERNORM = {
 }
 
 
-def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
+def _layernorm_case(rng, B: int, T: int, C: int) -> LayerCase:
     inp = 2.0 * rng.standard_normal((B, T, C)) + rng.standard_normal((B, T, 1))
     weight = 1.0 + 0.5 * rng.standard_normal(C)
     bias = 0.5 * rng.standard_normal(C)
@@ -301,9 +113,7 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
 
         return F.layer_norm(inp, (C,), weight, bias, LAYERNORM_EPS)
 
-    grads = _torch_vjp(
-        forward, {"inp": inp, "weight": weight, "bias": bias}, dout
-    )
+    grads = torch_vjp(forward, {"inp": inp, "weight": weight, "bias": bias}, dout)
     _, _, mean, rstd = cache
     xhat = (inp - mean) * rstd
     g = dout * weight
@@ -365,8 +175,8 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
             ),
         ],
     }
-    return _Case(
-        buffers=_buffers(rng, dinp=(B, T, C), dweight=(C,), dbias=(C,)),
+    return LayerCase(
+        buffers=random_buffers(rng, dinp=(B, T, C), dweight=(C,), dbias=(C,)),
         dout=dout,
         cache=cache,
         expected={
@@ -376,7 +186,7 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> _Case:
         },
         shapes=f"shapes: dinp and dout (B, T, C) = {(B, T, C)}, "
         f"dweight and dbias (C,) = {(C,)}",
-        label=_at(B=B, T=T, C=C),
+        label=label_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -386,10 +196,10 @@ def check_layernorm_backward(fn, *, exercise: int) -> Verdict:
     it must add the three gradients into the buffers."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
         rng = np.random.default_rng(3)
-        cases = [_layernorm_case(rng, *s) for s in _SHAPES]
-        _run_layer_check(fn, cases, todo, _LAYERNORM)
+        cases = [_layernorm_case(rng, *s) for s in LAYER_SHAPES]
+        run_layer_check(fn, cases, todo, _LAYERNORM)
 
     return run_check(exercise, check, fn)
 
@@ -403,7 +213,7 @@ _RMSNORM = {
 }
 
 
-def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
+def _rmsnorm_case(rng, B: int, T: int, C: int) -> LayerCase:
     inp = 2.0 * rng.standard_normal((B, T, C)) + rng.standard_normal((B, T, 1))
     weight = 1.0 + 0.5 * rng.standard_normal(C)
     dout = rng.standard_normal((B, T, C))
@@ -414,7 +224,7 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
 
         return F.rms_norm(inp, (C,), weight, eps=1e-5)
 
-    grads = _torch_vjp(forward, {"inp": inp, "weight": weight}, dout)
+    grads = torch_vjp(forward, {"inp": inp, "weight": weight}, dout)
     _, _, rstd = cache
     xhat = inp * rstd
     g = dout * weight
@@ -462,14 +272,14 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> _Case:
             ),
         ],
     }
-    return _Case(
-        buffers=_buffers(rng, dinp=(B, T, C), dweight=(C,)),
+    return LayerCase(
+        buffers=random_buffers(rng, dinp=(B, T, C), dweight=(C,)),
         dout=dout,
         cache=cache,
         expected={"dinp": grads["inp"], "dweight": grads["weight"]},
         shapes=f"shapes: dinp and dout (B, T, C) = {(B, T, C)}, "
         f"dweight (C,) = {(C,)}",
-        label=_at(B=B, T=T, C=C),
+        label=label_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -479,10 +289,10 @@ def check_rmsnorm_backward(fn, *, exercise: int) -> Verdict:
     weight: it must add both gradients into the buffers."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dweight, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dweight, dout, cache)")
         rng = np.random.default_rng(4)
-        cases = [_rmsnorm_case(rng, *s) for s in _SHAPES]
-        _run_layer_check(fn, cases, todo, _RMSNORM)
+        cases = [_rmsnorm_case(rng, *s) for s in LAYER_SHAPES]
+        run_layer_check(fn, cases, todo, _RMSNORM)
 
     return run_check(exercise, check, fn)
 
@@ -496,7 +306,7 @@ _GELU = {
 }
 
 
-def _gelu_case(rng, B: int, T: int, C: int) -> _Case:
+def _gelu_case(rng, B: int, T: int, C: int) -> LayerCase:
     C4 = 4 * C
     x = 1.5 * rng.standard_normal((B, T, C4))
     # where the tanh and the erf GELU's derivatives differ most (|x| = 2),
@@ -510,7 +320,7 @@ def _gelu_case(rng, B: int, T: int, C: int) -> _Case:
 
         return F.gelu(inp, approximate="tanh")
 
-    right = _torch_vjp(forward, {"inp": x}, dout)["inp"]
+    right = torch_vjp(forward, {"inp": x}, dout)["inp"]
     s, c3 = math.sqrt(2.0 / math.pi), 0.044715
     th = np.tanh(s * (x + c3 * x**3))
     du = s * (1.0 + 3.0 * c3 * x**2)
@@ -557,13 +367,13 @@ def _gelu_case(rng, B: int, T: int, C: int) -> _Case:
             ),
         ]
     }
-    return _Case(
-        buffers=_buffers(rng, dinp=(B, T, C4)),
+    return LayerCase(
+        buffers=random_buffers(rng, dinp=(B, T, C4)),
         dout=dout,
         cache=cache,
         expected={"dinp": right},
         shapes=f"shapes: dinp and dout (B, T, 4C) = {(B, T, C4)}",
-        label=_at(B=B, T=T, C=C),
+        label=label_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -573,10 +383,10 @@ def check_gelu_backward(fn, *, exercise: int) -> Verdict:
     it must add dinp into its buffer."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dout, cache)")
         rng = np.random.default_rng(4)
-        cases = [_gelu_case(rng, *s) for s in _SHAPES]
-        _run_layer_check(fn, cases, todo, _GELU)
+        cases = [_gelu_case(rng, *s) for s in LAYER_SHAPES]
+        run_layer_check(fn, cases, todo, _GELU)
 
     return run_check(exercise, check, fn)
 
@@ -588,7 +398,7 @@ _CROSSENTROPY = {
 }
 
 
-def _crossentropy_case(rng, B: int, T: int, V: int) -> _Case:
+def _crossentropy_case(rng, B: int, T: int, V: int) -> LayerCase:
     logits = 2.0 * rng.standard_normal((B, T, V))
     targets = rng.integers(0, V, size=(B, T))
     dloss = 0.7  # not 1: a backward must use it
@@ -599,7 +409,7 @@ def _crossentropy_case(rng, B: int, T: int, V: int) -> _Case:
 
         return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(-1))
 
-    right = _torch_vjp(forward, {"logits": logits, "targets": targets}, dloss)
+    right = torch_vjp(forward, {"logits": logits, "targets": targets}, dloss)
     probs = cache[0]
     onehot = np.eye(V)[targets]
     # `dlogits[:, :, targets] -= ...` takes, at every position, the columns
@@ -648,14 +458,14 @@ def _crossentropy_case(rng, B: int, T: int, V: int) -> _Case:
             ),
         ]
     }
-    return _Case(
-        buffers=_buffers(rng, dlogits=(B, T, V)),
+    return LayerCase(
+        buffers=random_buffers(rng, dlogits=(B, T, V)),
         dout=dloss,
         cache=cache,
         expected={"dlogits": right["logits"]},
         shapes=f"shapes: dlogits (B, T, V) = {(B, T, V)}, dloss a float "
         f"({dloss}), targets (B, T) = {(B, T)}",
-        label=_at(B=B, T=T, V=V),
+        label=label_at(B=B, T=T, V=V),
         bugs=bugs,
     )
 
@@ -665,10 +475,10 @@ def check_crossentropy_softmax_backward(fn, *, exercise: int) -> Verdict:
     it must add dlogits into its buffer."""
 
     def check(fn):
-        todo = _todo(fn, "(dlogits, dloss, cache)")
+        todo = what_to_write(fn, "(dlogits, dloss, cache)")
         rng = np.random.default_rng(5)
-        cases = [_crossentropy_case(rng, *s) for s in _SHAPES]
-        _run_layer_check(fn, cases, todo, _CROSSENTROPY)
+        cases = [_crossentropy_case(rng, *s) for s in LAYER_SHAPES]
+        run_layer_check(fn, cases, todo, _CROSSENTROPY)
 
     return run_check(exercise, check, fn)
 
@@ -737,7 +547,7 @@ _ATTENTION = {
 }
 
 
-def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> _Case:
+def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> LayerCase:
     C = NH * hs
     inp = rng.standard_normal((B, T, 3 * C))
     dout = rng.standard_normal((B, T, C))
@@ -748,7 +558,7 @@ def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> _Case:
 
         return torch_attention(inp, NH)
 
-    right = _torch_vjp(forward, {"inp": inp}, dout)["inp"]
+    right = torch_vjp(forward, {"inp": inp}, dout)["inp"]
     heads = (
         "it splits or merges the heads in the wrong order: (B, T, C) -> "
         "reshape (B, T, NH, hs) -> transpose (B, NH, T, hs), and back with "
@@ -782,32 +592,16 @@ def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> _Case:
             for flags, what in variants
         ]
     }
-    return _Case(
-        buffers=_buffers(rng, dinp=(B, T, 3 * C)),
+    return LayerCase(
+        buffers=random_buffers(rng, dinp=(B, T, 3 * C)),
         dout=dout,
         cache=cache,
         expected={"dinp": right},
         shapes=f"shapes: dinp (B, T, 3C) = {(B, T, 3 * C)}, dout (B, T, C) = "
         f"{(B, T, C)}, att (B, NH, T, T) = {(B, NH, T, T)}, n_head = {NH}",
-        label=_at(B=B, T=T, NH=NH, hs=hs),
+        label=label_at(B=B, T=T, NH=NH, hs=hs),
         bugs=bugs,
     )
-
-
-def _wrong_thirds(name, added, right) -> str:
-    """Which of dinp's q, k, v thirds differ: "its dq and dk parts are
-    wrong"."""
-    parts = zip(
-        ("dq", "dk", "dv"),
-        np.split(added, 3, axis=-1),
-        np.split(right, 3, axis=-1),
-    )
-    wrong = [n for n, a, b in parts if not close(a, b, TOL)]
-    if not wrong:
-        return ""
-    listed = ", ".join(wrong[:-1]) + " and " if len(wrong) > 1 else ""
-    parts = "parts are" if len(wrong) > 1 else "part is"
-    return f"its {listed}{wrong[-1]} {parts} wrong"
 
 
 def check_attention_backward(fn, *, exercise: int) -> Verdict:
@@ -815,13 +609,13 @@ def check_attention_backward(fn, *, exercise: int) -> Verdict:
     multi-head, on the qkv matmul's output): it must add dinp (B, T, 3C)."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dout, cache)")
         rng = np.random.default_rng(6)
         cases = [
             _attention_case(rng, *s)
             for s in [(2, 4, 2, 3), (1, 5, 3, 2), (3, 1, 2, 2)]
         ]
-        _run_layer_check(fn, cases, todo, _ATTENTION, detail=_wrong_thirds)
+        run_layer_check(fn, cases, todo, _ATTENTION, detail=wrong_thirds)
 
     return run_check(exercise, check, fn)
 
@@ -835,7 +629,7 @@ _ENCODER = {
 }
 
 
-def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> _Case:
+def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> LayerCase:
     B, T = inp.shape
     wte, wpe = rng.standard_normal((V, C)), rng.standard_normal((maxT, C))
     dout = rng.standard_normal((B, T, C))
@@ -844,8 +638,8 @@ def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> _Case:
     def forward(wte, wpe, inp):
         return wte[inp] + wpe[:T]
 
-    right = _torch_vjp(forward, {"wte": wte, "wpe": wpe, "inp": inp}, dout)
-    buffers = _buffers(rng, dwte=(V, C), dwpe=(maxT, C))
+    right = torch_vjp(forward, {"wte": wte, "wpe": wpe, "inp": inp}, dout)
+    buffers = random_buffers(rng, dwte=(V, C), dwpe=(maxT, C))
     last_row = np.zeros((V, C))
     last_row[inp] += dout  # what a buffered fancy-index add keeps
     assigned = buffers["dwte"].copy()
@@ -877,14 +671,14 @@ def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> _Case:
             (wpe_mean, "it averages over the batch: sum dout over b"),
         ],
     }
-    return _Case(
+    return LayerCase(
         buffers=buffers,
         dout=dout,
         cache=cache,
         expected={"dwte": right["wte"], "dwpe": right["wpe"]},
         shapes=f"shapes: dwte (V, C) = {(V, C)}, dwpe (maxT, C) = "
         f"{(maxT, C)}, dout (B, T, C) = {(B, T, C)}, inp (B, T) = {(B, T)}",
-        label=_at(B=B, T=T, C=C),
+        label=label_at(B=B, T=T, C=C),
         bugs=bugs,
     )
 
@@ -895,7 +689,7 @@ def check_encoder_backward(fn, *, exercise: int) -> Verdict:
     tokens repeat, and T is shorter than wpe)."""
 
     def check(fn):
-        todo = _todo(fn, "(dwte, dwpe, dout, cache)")
+        todo = what_to_write(fn, "(dwte, dwpe, dout, cache)")
         rng = np.random.default_rng(7)
         cases = [
             # token 1 four times, 3 twice; T shorter than wpe
@@ -905,7 +699,7 @@ def check_encoder_backward(fn, *, exercise: int) -> Verdict:
             # T = 1: every sequence reads the same row of wpe; token 3 twice
             _encoder_case(rng, np.array([[3], [1], [3]]), 4, 3, 2),
         ]
-        _run_layer_check(fn, cases, todo, _ENCODER)
+        run_layer_check(fn, cases, todo, _ENCODER)
 
     return run_check(exercise, check, fn)
 
@@ -922,7 +716,7 @@ _MATMUL = {
 
 def _matmul_case(
     rng, B: int, T: int, C: int, OC: int, with_bias: bool, label: str
-) -> _Case:
+) -> LayerCase:
     inp = rng.standard_normal((B, T, C))
     weight = rng.standard_normal((OC, C))
     bias = rng.standard_normal(OC) if with_bias else None
@@ -937,7 +731,7 @@ def _matmul_case(
     inputs = {"inp": inp, "weight": weight}
     if with_bias:
         inputs["bias"] = bias
-    grads = _torch_vjp(forward, inputs, dout)
+    grads = torch_vjp(forward, inputs, dout)
     inp2, dout2 = inp.reshape(-1, C), dout.reshape(-1, OC)
     bugs = {
         "dinp": [
@@ -971,13 +765,13 @@ def _matmul_case(
             "it sums over the first sequence only: sum over all B*T positions",
         )
     )
-    buffers = _buffers(rng, dinp=(B, T, C), dweight=(OC, C), dbias=(OC,))
+    buffers = random_buffers(rng, dinp=(B, T, C), dweight=(OC, C), dbias=(OC,))
     expected = {"dinp": grads["inp"], "dweight": grads["weight"]}
     if with_bias:
         expected["dbias"] = grads["bias"]
     else:
         buffers["dbias"] = None
-    return _Case(
+    return LayerCase(
         buffers=buffers,
         dout=dout,
         cache=cache,
@@ -986,7 +780,7 @@ def _matmul_case(
         f"{(OC, C)}, dbias (OC,) = {(OC,)}"
         + ("" if with_bias else " or None")
         + f", dout (B, T, OC) = {(B, T, OC)}",
-        label=f"{label}, {_at(B=B, T=T, C=C, OC=OC)}",
+        label=f"{label}, {label_at(B=B, T=T, C=C, OC=OC)}",
         on_error=""
         if with_bias
         else "skip a buffer that is None: `if dbias is not None: dbias += ...`",
@@ -1001,7 +795,7 @@ def check_matmul_backward(fn, *, exercise: int) -> Verdict:
     the LM head)."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dweight, dbias, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
         rng = np.random.default_rng(8)
         cases = [
             _matmul_case(rng, 2, 3, 4, 4, True, "with a square weight"),
@@ -1016,7 +810,7 @@ def check_matmul_backward(fn, *, exercise: int) -> Verdict:
                 "with dbias=None (no bias, as the LM head)",
             ),
         ]
-        _run_layer_check(fn, cases, todo, _MATMUL)
+        run_layer_check(fn, cases, todo, _MATMUL)
 
     return run_check(exercise, check, fn)
 
@@ -1078,7 +872,7 @@ def check_gpt_backward(fn, *, exercise: int) -> Verdict:
     from ..gpt.reference import torch_forward_backward
 
     def check(fn):
-        todo = _todo(fn, "(params, config, cache) from your layers")
+        todo = what_to_write(fn, "(params, config, cache) from your layers")
         config, params, idx, targets = _capstone_model()
         _, cache = gpt_forward(params, config, idx, targets)
         params_before = {n: p.copy() for n, p in params.items()}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gradcheck import directional_derivative
+from ..gradcheck import close, directional_derivative
 from ..tensor import Tensor, cross_entropy, grad
-from .checking import NotYet, Verdict, attempt, close, run_check
+from .checking import NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
 __all__ = [

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gradcheck import numerical_param_gradients
+from ..gradcheck import close, numerical_param_gradients
 from ..tensor import unbroadcast
-from .checking import NotYet, Verdict, attempt, close, mismatched, run_check
+from .checking import NotYet, Verdict, attempt, mismatched, run_check
 from .questions import Choice, Number
 
 __all__ = [

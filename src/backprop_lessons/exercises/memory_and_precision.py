@@ -6,8 +6,8 @@
     check_unscale_or_skip(unscale_or_skip)
                                        one step of dynamic loss scaling
 
-The two backwards are checked as chapter 6's layers are (`gpt_layers`,
-whose machinery they share): `fn` has the signature of the book's backward,
+The two backwards are checked as chapter 6's layers are (`layer_checks`,
+the machinery they share): `fn` has the signature of the book's backward,
 gets buffers filled with random numbers and the cache of the book's
 forward, and what it adds is compared with PyTorch's gradient in float64,
 on several shapes (a length that is not a multiple of the tile or chunk,
@@ -32,15 +32,16 @@ import math
 import numpy as np
 
 from ..gpt.layers import flash_attention_forward, fused_classifier_forward
-from .checking import NotYet, Verdict, attempt, close, run_check
-from .gpt_layers import (
-    _at,
-    _buffers,
-    _Case,
-    _run_layer_check,
-    _todo,
-    _torch_vjp,
-    _wrong_thirds,
+from ..gradcheck import close
+from .checking import NotYet, Verdict, attempt, run_check
+from .layer_checks import (
+    LayerCase,
+    label_at,
+    random_buffers,
+    run_layer_check,
+    torch_vjp,
+    what_to_write,
+    wrong_thirds,
 )
 from .questions import Number
 
@@ -255,7 +256,7 @@ def _pieces(n: int, size: int) -> str:
     return ", ".join(f"{a}:{min(a + size, n)}" for a in range(0, n, size))
 
 
-def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> _Case:
+def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> LayerCase:
     C = NH * hs
     inp = rng.standard_normal((B, T, 3 * C))  # (B, T, 3C)
     dout = rng.standard_normal((B, T, C))  # (B, T, C)
@@ -266,8 +267,8 @@ def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> _Case:
 
         return torch_attention(inp, NH)
 
-    right = _torch_vjp(forward, {"inp": inp}, dout)["inp"]
-    buffers = _buffers(rng, dinp=(B, T, 3 * C))
+    right = torch_vjp(forward, {"inp": inp}, dout)["inp"]
+    buffers = random_buffers(rng, dinp=(B, T, 3 * C))
     before = np.split(buffers["dinp"], 3, axis=-1)
     bugs = [
         (_flash_dinp(cache, dout, **flags), what) for flags, what in _FLASH_SLIPS
@@ -308,7 +309,7 @@ def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> _Case:
                 f"`{name} += ...` or `{name}[...] += ...`)",
             )
         )
-    return _Case(
+    return LayerCase(
         buffers=buffers,
         dout=dout,
         cache=cache,
@@ -316,7 +317,7 @@ def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> _Case:
         shapes=f"shapes: dinp (B, T, 3C) = {(B, T, 3 * C)}, dout and out "
         f"(B, T, C) = {(B, T, C)}, L (B, NH, T, 1) = {(B, NH, T, 1)}, "
         f"n_head = {NH}, tile = {tile}",
-        label=_at(B=B, T=T, NH=NH, hs=hs, tile=tile),
+        label=label_at(B=B, T=T, NH=NH, hs=hs, tile=tile),
         on_error=f"(here the tiles are the rows {_pieces(T, tile)}, the "
         "last one shorter)"
         if T % tile
@@ -332,7 +333,7 @@ def check_flash_attention_backward(fn, *, exercise: int) -> Verdict:
     in float64 with T a multiple of the tile, not one, and 1."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dout, cache)")
+        todo = what_to_write(fn, "(dinp, dout, cache)")
         rng = np.random.default_rng(10)
         cases = [
             _flash_case(rng, *s)
@@ -340,7 +341,7 @@ def check_flash_attention_backward(fn, *, exercise: int) -> Verdict:
             # in one sequence; a single position in a tile of 4
             for s in [(2, 7, 2, 3, 3), (1, 8, 3, 2, 4), (2, 1, 2, 2, 4)]
         ]
-        _run_layer_check(fn, cases, todo, _FLASH, detail=_wrong_thirds)
+        run_layer_check(fn, cases, todo, _FLASH, detail=wrong_thirds)
 
     return run_check(exercise, check, fn)
 
@@ -483,7 +484,7 @@ _CLASSIFIER_SLIPS = [
 ]
 
 
-def _classifier_case(rng, targets, C: int, V: int, chunk: int) -> _Case:
+def _classifier_case(rng, targets, C: int, V: int, chunk: int) -> LayerCase:
     B, T = targets.shape
     inp = rng.standard_normal((B, T, C))  # (B, T, C)
     wte = rng.standard_normal((V, C))  # (V, C)
@@ -497,8 +498,8 @@ def _classifier_case(rng, targets, C: int, V: int, chunk: int) -> _Case:
         return F.cross_entropy(logits, targets.reshape(-1))
 
     inputs = {"inp": inp, "wte": wte, "targets": targets}
-    right = _torch_vjp(forward, inputs, dloss)
-    buffers = _buffers(rng, dinp=(B, T, C), dwte=(V, C))
+    right = torch_vjp(forward, inputs, dloss)
+    buffers = random_buffers(rng, dinp=(B, T, C), dwte=(V, C))
     bugs = {"dinp": [], "dwte": []}
     for flags, what in _CLASSIFIER_SLIPS:
         dx, dw = _classifier_grads(cache, dloss, **flags)
@@ -518,7 +519,7 @@ def _classifier_case(rng, targets, C: int, V: int, chunk: int) -> _Case:
             "chunk of the vocabulary, so add each (+=), not =",
         ),
     ]
-    return _Case(
+    return LayerCase(
         buffers=buffers,
         dout=dloss,
         cache=cache,
@@ -526,7 +527,7 @@ def _classifier_case(rng, targets, C: int, V: int, chunk: int) -> _Case:
         shapes=f"shapes: dinp (B, T, C) = {(B, T, C)}, dwte (V, C) = "
         f"{(V, C)}, dloss a float ({dloss}), targets (B, T) = {(B, T)}, L "
         f"(B*T,) = {(B * T,)}, chunk = {chunk}",
-        label=_at(B=B, T=T, C=C, V=V, chunk=chunk),
+        label=label_at(B=B, T=T, C=C, V=V, chunk=chunk),
         on_error=f"here the chunks of wte are the rows {_pieces(V, chunk)}; a "
         "target's -1 goes into its own chunk (v0 <= target < v1), at column "
         "target - v0",
@@ -542,7 +543,7 @@ def check_fused_classifier_backward(fn, *, exercise: int) -> Verdict:
     chunk, not one, and smaller than one chunk."""
 
     def check(fn):
-        todo = _todo(fn, "(dinp, dwte, dloss, cache)")
+        todo = what_to_write(fn, "(dinp, dwte, dloss, cache)")
         rng = np.random.default_rng(11)
         cases = [
             # V = 11 in chunks of 4 (the last of 3 rows); targets on the
@@ -553,7 +554,7 @@ def check_fused_classifier_backward(fn, *, exercise: int) -> Verdict:
             # one position per sequence, V = 6 in one chunk of 8
             _classifier_case(rng, np.array([[5], [0], [5]]), 5, 6, 8),
         ]
-        _run_layer_check(fn, cases, todo, _CLASSIFIER)
+        run_layer_check(fn, cases, todo, _CLASSIFIER)
 
     return run_check(exercise, check, fn)
 

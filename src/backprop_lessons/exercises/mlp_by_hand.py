@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..deep_mlp import layer_gradient_norms, per_layer_ratio
-from ..gradcheck import numerical_param_gradients
+from ..gradcheck import close, numerical_param_gradients, scaled_difference
 from ..mlp3 import ThreeLayerMLP
 from ..numerics import one_hot
 from .checking import (
@@ -31,7 +31,6 @@ from .checking import (
     NotYet,
     Verdict,
     attempt,
-    close,
     mismatched,
     require_filled,
     run_check,
@@ -64,7 +63,7 @@ INTERMEDIATES = {
     "dW1": ("W1", "(d0, d1)"),
     "db1": ("b1", "(d1,)"),
 }
-# Relative to the largest entry (as `checking.close`): float64 NumPy and
+# Relative to the largest entry (as `gradcheck.close`): float64 NumPy and
 # PyTorch agree to about 1e-16 here; a wrong formula is off by 1e-2 or more.
 INTERMEDIATES_TOL = 1e-10
 
@@ -155,8 +154,7 @@ def check_mlp_intermediates(grads, model, X, Y, *, exercise: int) -> Verdict:
                     f"{INTERMEDIATES[name][0]}"
                 )
                 continue
-            diff = float(np.abs(ours - right[name]).max(initial=0.0))
-            diff /= max(float(np.abs(right[name]).max(initial=0.0)), 1.0)
+            diff = scaled_difference(ours, right[name])
             ok = close(ours, right[name], INTERMEDIATES_TOL)
             text = (
                 f"< {INTERMEDIATES_TOL:.0e}"

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checking import NotAttempted, NotYet, Verdict, attempt, close, run_check
+from ..gradcheck import close, largest_difference
+from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
 __all__ = [
@@ -144,11 +145,11 @@ def _check_backward(backward, forward, expected, todo, args, sizes, slips=()):
             if close(np.concatenate(got), np.concatenate(wrong), 1e-12):
                 raise NotYet(f"{where}: {hint}")
         lhs, rhs = _dot(ys, ws), _dot(xs, got)
-        error = np.abs(np.concatenate(got) - np.concatenate(want)).max()
+        error = largest_difference(np.concatenate(got), np.concatenate(want))
         test = (
             f"the dot-product test fails: sum <y_r, w_r> = {lhs:.6f} but "
             f"sum <x_r, dx_r> = {rhs:.6f}"
-            if abs(lhs - rhs) > 1e-6 * max(abs(lhs), 1.0)
+            if not close(rhs, lhs, 1e-6)
             else f"the largest error is {error:.1e} (float64 is expected)"
         )
         raise NotYet(f"{where} {test}; which outputs did each input reach?")
@@ -299,7 +300,7 @@ def _compare_per_rank(got, want, name, world, slips) -> None:
                 raise NotYet(f"with {world} ranks, rank {r}'s {name}: {hint}")
         raise NotYet(
             f"with {world} ranks, rank {r}'s {name} is wrong (largest error "
-            f"{np.abs(g - w).max():.2e})"
+            f"{largest_difference(g, w):.2e})"
         )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..gradcheck import close
 from .checking import NotAttempted, NotYet, Verdict, run_check
 
 __all__ = ["Prediction", "PREDICTIONS", "check_prediction"]
@@ -127,7 +128,7 @@ PREDICTIONS = {
 def _matches(value: float, target: float, rel: float) -> bool:
     if target == 0:
         return value == 0
-    return abs(value - target) <= rel * abs(target)
+    return close(value, target, rel, floor=0.0)
 
 
 def check_prediction(

@@ -23,6 +23,7 @@ from ..example_graphs import (
     relu_example,
     shared_input,
 )
+from ..gradcheck import close
 from ..scalar import Value, topological_order
 from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
@@ -117,7 +118,7 @@ def check_readiness_backward(backward_fn, *, exercise: int) -> Verdict:
             wrong = [
                 f"{v.label or 'the ' + v._op + ' node'}: {g:g} instead of {e:g}"
                 for v, g, e in zip(topological_order(root), got, expected)
-                if abs(g - e) > 1e-12
+                if not close(g, e, 1e-12)
             ]
             if wrong:
                 raise NotYet(

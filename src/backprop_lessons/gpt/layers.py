@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from ..validate import classifier_inputs, output_gradient, qkv_heads, tile_size
+
 __all__ = [
     "encoder_forward", "encoder_backward",
     "layernorm_forward", "layernorm_backward",
@@ -231,10 +233,7 @@ def attention_forward(inp, n_head):
     probabilities; the scores before the softmax are not needed.
     """
     B, T, C3 = inp.shape
-    if C3 % 3 or (C3 // 3) % n_head:
-        raise ValueError(f"attention_forward: the last axis {C3} must be 3*C "
-                         f"with C divisible by n_head={n_head}")
-    hs = C3 // 3 // n_head
+    hs = qkv_heads("attention_forward", inp, n_head)
     q, k, v = (_split_heads(x, n_head)
                for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
     att = (q / math.sqrt(hs)) @ k.swapaxes(-1, -2)         # (B, NH, T, T)
@@ -367,31 +366,6 @@ __all__ += [
 ]
 
 
-def _check_tile(what, name, value):
-    """A positive integer tile or chunk size, as a Python int."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what}: {name} must be a positive integer, "
-                        f"got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{what}: {name} must be a positive integer, "
-                         f"got {value}")
-    return int(value)
-
-
-def _check_qkv(what, inp, n_head):
-    """inp (B, T, 3C) with C divisible by n_head; returns hs."""
-    inp = np.asarray(inp)
-    if inp.ndim != 3:
-        raise ValueError(f"{what}: inp must have shape (B, T, 3C), "
-                         f"got {inp.shape}")
-    C3 = inp.shape[-1]
-    n_head = _check_tile(what, "n_head", n_head)
-    if C3 % 3 or (C3 // 3) % n_head:
-        raise ValueError(f"{what}: the last axis {C3} must be 3*C "
-                         f"with C divisible by n_head={n_head}")
-    return C3 // 3 // n_head
-
-
 def _flash_query_tile(qi, k, v, i0, tile):
     """The online softmax of flash_attention_forward for one tile of
     queries qi (B, NH, tq, hs), already scaled by 1/sqrt(hs), starting at
@@ -437,12 +411,6 @@ def _flash_key_tile(q, dq, kj, vj, dy, lse, D, j0, tile):
     return dkj, dvj
 
 
-def _check_dout(what, dout, out):
-    if dout.shape != out.shape:
-        raise ValueError(f"{what}: dout must have the shape of the output "
-                         f"{out.shape}, got {dout.shape}")
-
-
 def flash_attention_forward(inp, n_head, tile=64):
     """Causal multi-head attention as FlashAttention-2 computes it: an online
     softmax over tiles of keys, one logsumexp per row kept, no T x T array
@@ -465,8 +433,8 @@ def flash_attention_forward(inp, n_head, tile=64):
     The cache keeps inp, out and L (B, NH, T, 1): O(T), where
     attention_forward keeps att (B, NH, T, T).
     """
-    hs = _check_qkv("flash_attention_forward", inp, n_head)
-    tile = _check_tile("flash_attention_forward", "tile", tile)
+    hs = qkv_heads("flash_attention_forward", inp, n_head)
+    tile = tile_size("flash_attention_forward", "tile", tile)
     B, T, C3 = inp.shape
     q, k, v = (_split_heads(x, n_head)
                for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
@@ -495,7 +463,7 @@ def flash_attention_backward(dinp, dout, cache):
     dinp (B, T, 3C), dout (B, T, C).
     """
     inp, out, lse, n_head, tile = cache
-    _check_dout("flash_attention_backward", dout, out)
+    output_gradient("flash_attention_backward", dout, out.shape)
     T = inp.shape[1]
     q, k, v = (_split_heads(x, n_head)
                for x in np.split(inp, 3, axis=-1))        # (B, NH, T, hs)
@@ -512,23 +480,6 @@ def flash_attention_backward(dinp, dout, cache):
 
 
 # ---- the tied LM head, softmax and cross-entropy, fused -----------------------
-
-def _check_classifier(inp, wte, targets, chunk):
-    what = "fused_classifier_forward"
-    inp, wte = np.asarray(inp), np.asarray(wte)
-    if inp.ndim != 3 or wte.ndim != 2 or inp.shape[-1] != wte.shape[-1]:
-        raise ValueError(f"{what}: inp must be (B, T, C) and wte (V, C) with "
-                         f"the same C, got {inp.shape} and {wte.shape}")
-    targets = np.asarray(targets)
-    if targets.shape != inp.shape[:2] or targets.dtype.kind not in "iu":
-        raise ValueError(f"{what}: targets must be integers of shape "
-                         f"{inp.shape[:2]} (B, T), got {targets.dtype} "
-                         f"{targets.shape}")
-    V = wte.shape[0]
-    if targets.size and (targets.min() < 0 or targets.max() >= V):
-        raise ValueError(f"{what}: targets must lie in [0, V={V})")
-    return _check_tile(what, "chunk", chunk), targets
-
 
 def _flat_view(dinp, N, C):
     """dinp (B, T, C) as an (N, C) view, so that adding into it adds into
@@ -558,7 +509,8 @@ def fused_classifier_forward(inp, wte, targets, chunk=8192):
     differs too: it chunks over positions (each chunk's full rows of
     logits) and computes the gradients already in the forward.
     """
-    chunk, targets = _check_classifier(inp, wte, targets, chunk)
+    chunk, targets = classifier_inputs("fused_classifier_forward", inp, wte,
+                                       targets, chunk)
     B, T, C = inp.shape
     x = inp.reshape(B * T, C)                               # (N, C), N = B*T
     m = np.full(B * T, -np.inf, inp.dtype)                  # (N,)

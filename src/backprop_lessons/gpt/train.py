@@ -22,7 +22,15 @@ import numpy as np
 
 from ..data.corpus import CharVocab
 from ..numerics import softmax
-from ..validate import instance_of, positive_int, real_number, token_ids
+from ..validate import (
+    at_least,
+    instance_of,
+    nonempty_text,
+    numpy_generator,
+    positive_int,
+    real_number,
+    token_stream,
+)
 from .model import PARAMETERS, GPTConfig, gpt_backward, gpt_forward
 
 __all__ = ["get_batch", "AdamW", "DECAYED", "train", "sample"]
@@ -35,19 +43,10 @@ def get_batch(data: np.ndarray, block_size: int, batch_size: int, rng):
     data (N,) int -> x (B, T), y (B, T) with T = block_size and
     y[b, t] = data[start_b + t + 1]; `rng` is a numpy.random.Generator.
     """
-    data = token_ids("get_batch", "data", data)
     block_size = positive_int("get_batch", "block_size", block_size)
     batch_size = positive_int("get_batch", "batch_size", batch_size)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            "get_batch: rng must be a numpy.random.Generator "
-            f"(np.random.default_rng(seed)), got {type(rng).__name__}"
-        )
-    if data.ndim != 1 or len(data) < block_size + 1:
-        raise ValueError(
-            "get_batch: data must be a 1-d token array longer than "
-            f"block_size={block_size}, got shape {data.shape}"
-        )
+    data = token_stream("get_batch", "data", data, block_size)
+    numpy_generator("get_batch", "rng", rng)
     starts = rng.integers(0, len(data) - block_size, size=batch_size)  # (B,)
     offsets = np.arange(block_size)  # (T,)
     x = data[starts[:, None] + offsets]  # (B, T)
@@ -159,11 +158,9 @@ def sample(
     """
     instance_of("sample", "config", config, GPTConfig)
     instance_of("sample", "vocab", vocab, CharVocab)
-    if not isinstance(prompt, str) or not prompt:
-        raise ValueError("sample: the prompt must hold at least one character")
+    nonempty_text("sample", "prompt", prompt)
     temperature = real_number("sample", "temperature", temperature)
-    if temperature < 0:
-        raise ValueError(f"sample: temperature must be >= 0, got {temperature}")
+    at_least("sample", "temperature", temperature, 0)
     n_chars = positive_int("sample", "n_chars", n_chars, minimum=0)
     rng = np.random.default_rng(seed)
     ids = list(vocab.encode(prompt))

@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from ..gpt.layers import LAYERNORM_EPS
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig
 from ..gpt.reference import torch_gpt_block
+from ..torch_private import schedule_timetable
 
 __all__ = [
     "SCHEDULES",
@@ -72,6 +73,7 @@ __all__ = [
     "Probe",
     "PipelineStageModule",
     "make_schedule",
+    "microbatch_loss",
     "tie_embedding_gradients",
     "run_step",
     "bubble_fraction",
@@ -169,16 +171,12 @@ def schedule_grid(schedule: str, n_ranks: int, n_micro: int) -> list[list]:
             f"schedule_grid: {schedule} runs one stage per rank and has no "
             f"timetable in PyTorch; use one of interleaved-1f1b, zbv"
         )
-    if schedule == "zbv":
-        sched = S.ScheduleZBVZeroBubble.__new__(S.ScheduleZBVZeroBubble)
-        sched.num_stages = 2 * n_ranks
-    else:
-        sched = S.ScheduleInterleaved1F1B.__new__(S.ScheduleInterleaved1F1B)
-        sched.n_local_stages, sched._num_stages = 2, 2 * n_ranks
-        sched.number_of_rounds = max(1, n_micro // n_ranks)
-        sched.microbatches_per_round = n_micro // sched.number_of_rounds
-    sched.pp_group_size, sched._n_microbatches = n_ranks, n_micro
-    return [sched._calculate_single_rank_operations(r) for r in range(n_ranks)]
+    kind = (
+        S.ScheduleZBVZeroBubble
+        if schedule == "zbv"
+        else S.ScheduleInterleaved1F1B
+    )
+    return schedule_timetable(kind, n_ranks, n_micro)
 
 
 def in_flight(schedule: str, n_stages: int, n_micro: int, stage: int) -> int:
@@ -370,7 +368,9 @@ class PipelineStageModule(torch.nn.Module):
         return out
 
 
-def _loss_fn(logits, targets):
+def microbatch_loss(logits, targets):
+    """The mean cross-entropy of one micro-batch: the loss every schedule
+    runs on the last stage."""
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     )
@@ -400,8 +400,8 @@ def make_schedule(name: str, modules: list, n_stages: int, n_micro: int):
     # scale_grads (the default): gradients divided by n_micro, so a mean
     # loss per micro-batch gives the gradient of the batch's mean
     if STAGES_PER_RANK[name] == 1:
-        return kind(stages[0], n_microbatches=n_micro, loss_fn=_loss_fn)
-    return kind(stages, n_microbatches=n_micro, loss_fn=_loss_fn)
+        return kind(stages[0], n_microbatches=n_micro, loss_fn=microbatch_loss)
+    return kind(stages, n_microbatches=n_micro, loss_fn=microbatch_loss)
 
 
 def tied_group(schedule: str, n_ranks: int):

@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 
 from ..gpt.model import GPTConfig, parameter_shapes
-from ..gradcheck import relative_error
+from ..gradcheck import largest_difference, relative_error
 from ..torch_private import ddp_buckets, trace_start_ns
 from .backward_cost import count_flops, gpt_flops_formula
 from .ddp_train import (
@@ -121,7 +121,7 @@ def spread_over_ranks(results: list[dict], stage: str) -> float:
     (0.0: every rank holds exactly rank 0's numbers)."""
     first = results[0][stage]
     return max(
-        float(np.abs(r[stage][name] - first[name]).max())
+        largest_difference(r[stage][name], first[name])
         for r in results[1:]
         for name in first
     )
