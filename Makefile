@@ -90,13 +90,13 @@ lint: $(STAMP)
 	$(BIN)/actionlint .github/workflows/*.yml
 
 # The parts of make test, each alone.  The unit tests leave out what needs a
-# build (the browser tests, the readers' runtime), what starts processes
+# build (the browser tests, the readers' runtime's test), what starts processes
 # (marked `multiprocess`), the package's install (`package`) and the
 # 124M-parameter check against transformers (`full_size`, 5 GB, ~45 s: it is
 # chapter 9's notebook cell too, which nbval runs; `pytest -m full_size
 # tests` runs the test's copy).
 unit: $(STAMP) dot-ok
-	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab \
+	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab/test_reader_runtime.py \
 	    -m "not multiprocess and not package and not full_size" -q -n 2 --durations=8
 
 # The tests that start processes (torch.distributed workers, torchrun), one

@@ -7,6 +7,7 @@ reproduced exactly.  Select another profile with
 `pytest --hypothesis-profile=NAME`.
 """
 
+import gc
 import os
 import shutil
 from collections.abc import Callable
@@ -73,3 +74,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("multiprocess"))
         elif item.get_closest_marker("jupyterlab"):
             item.add_marker(pytest.mark.xdist_group("jupyterlab"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Collect the garbage now, while an xdist worker still counts as busy.
+
+    After a worker reports that it finished, pytest collects garbage five
+    times over (to flush unraisable exceptions), and xdist's controller gives
+    the worker 5 s before it sends it a SIGINT: on a loaded machine, with the
+    large heaps the scalar engines' tests leave, the collections took longer,
+    and the interrupt landed in hypothesis's garbage-collector callback
+    (a "KeyboardInterrupt" warning from each worker at the end of the run).
+    Collected here, before the report, they find nothing left to do."""
+    for _ in range(5):
+        gc.collect()
