@@ -161,8 +161,8 @@ def test_a_recursive_order_is_told_it_recursed(capsys):
         verdict.hint.split("recursed ")[1].split(" deep")[0].replace(",", "")
     )
     assert 500 < depth <= 1000
-    (line,) = verdict.where  # only the line that recursed, not 1,000 of them
-    assert line.startswith("in visit, line ")
+    (line,) = verdict.where  # the line that recursed, not 1,000 of them
+    assert line.startswith("in visit, line ") and line.endswith(": visit(child)")
 
 
 def test_the_order_check_on_stubs_and_raising_answers(capsys):

@@ -28,6 +28,7 @@ import contextlib
 import io
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable
 
 from ..example_graphs import (
@@ -156,7 +157,8 @@ def _deep(fn: Callable, root: Value, todo: str, what: str):
             f"recursion limit ({sys.getrecursionlimit():,}) on the "
             "chain 5,000 operations deep: use an explicit stack (a list you "
             "push to and pop from) instead of calling itself",
-            where=error.where[-1:],
+            # the line that calls itself: the one most of the frames are at
+            where=Counter(error.where).most_common(1)[0][:1],
         ) from None
 
 
