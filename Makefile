@@ -236,6 +236,7 @@ grade: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet micrograd==0.1.0
 	$(BIN)/python benchmarks/scalar_engine.py
+	$(BIN)/python benchmarks/gc_cost.py
 	$(BIN)/python benchmarks/tensor_engine.py
 	$(BIN)/python benchmarks/gpt_step.py
 	$(BIN)/python benchmarks/microgpt_step.py

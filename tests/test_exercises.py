@@ -184,7 +184,8 @@ def backward_when_ready(root):
     pending, stack, seen = {}, [root], {id(root)}
     while stack:
         node = stack.pop()
-        node.grad = 0.0
+        if node._children:  # leaves accumulate, as with Value.backward
+            node.grad = 0.0
         for child in node._children:
             pending[id(child)] = pending.get(id(child), 0) + 1
             if id(child) not in seen:
@@ -221,7 +222,7 @@ def backward_without_waiting(root):
             topological_sort.check_order_function,
             topological_order,
             buggy_order,
-            "z = (x*2 + x) * x (x used three times) is not topological",
+            "(x used three times), the * node comes before x, one of its inputs",
         ),
         (
             topological_sort.check_readiness_backward,

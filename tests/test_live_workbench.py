@@ -229,9 +229,9 @@ def test_self_checks_name_their_question_and_hold_no_answer(path):
 # ---- the book's version of a backward the reader writes -----------------------
 
 #: The package functions whose code a reader writes in an exercise before
-#: seeing them: chapter 1's operations of the scalar engine, chapter 4's
-#: matmul VJP, chapter 5's backward, every layer backward of chapter 6 and
-#: the whole model's.
+#: seeing them: chapter 1's operations of the scalar engine, chapter 2's
+#: topological order and backward loop, chapter 4's matmul VJP, chapter 5's
+#: backward, every layer backward of chapter 6 and the whole model's.
 WRITTEN_BY_THE_READER = [
     "backprop_lessons.scalar.Value.__add__",
     "backprop_lessons.scalar.Value.__mul__",
@@ -239,6 +239,8 @@ WRITTEN_BY_THE_READER = [
     "backprop_lessons.scalar.Value.exp",
     "backprop_lessons.scalar.Value.tanh",
     "backprop_lessons.scalar.Value.relu",
+    "backprop_lessons.scalar.Value.backward",
+    "backprop_lessons.graph_order.topological_order",
     "backprop_lessons.tensor.Tensor.matmul_backward",
     "backprop_lessons.mlp3.ThreeLayerMLP.backward",
     "backprop_lessons.gpt.layers.matmul_backward",
@@ -329,10 +331,11 @@ def test_the_names_test_sees_a_clash():
 # ---- the ladder of hints -------------------------------------------------------
 
 #: The exercises that ask for a backward: chapter 1's six operations (each
-#: a node with its local derivatives), chapter 4's exercise 1, chapter 5's
-#: exercise 1 and all eight of chapter 6.
+#: a node with its local derivatives), chapter 2's backward loop, chapter
+#: 4's exercise 1, chapter 5's exercise 1 and all eight of chapter 6.
 BACKWARD_EXERCISES = {
     "01_value_nodes": [1, 2, 3, 4, 5, 6],
+    "02_topological_sort": [2],
     "04_matmul_vjp": [1],
     "05_mlp_by_hand": [1],
     "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7, 8],
@@ -341,12 +344,9 @@ BACKWARD_EXERCISES = {
 }
 HINT = re.compile(r'<details class="hint"><summary>(Hint[^<]*)</summary>')
 LADDER = ["Hint 1: the idea", "Hint 2: the shapes", "Hint 3: the formula"]
-#: a scalar has no shape: chapter 1's second rung is what each input receives
-SCALAR_LADDER = [
-    "Hint 1: the idea",
-    "Hint 2: what each input receives",
-    "Hint 3: the formula",
-]
+#: on scalars there are no shapes: Hint 2 says what each input receives
+SCALAR_LADDER = [LADDER[0], "Hint 2: what each input receives", LADDER[2]]
+SCALAR_CHAPTERS = {"01_value_nodes", "02_topological_sort"}
 
 
 @pytest.mark.parametrize("name", BACKWARD_EXERCISES)
@@ -361,7 +361,7 @@ def test_backward_exercises_have_a_ladder_of_hints(name):
             for c in cells[stub + 1 : solution]
             if c["cell_type"] == "markdown"
         )
-        ladder = SCALAR_LADDER if name == "01_value_nodes" else LADDER
+        ladder = SCALAR_LADDER if name in SCALAR_CHAPTERS else LADDER
         assert HINT.findall(between) == ladder, (
             f"{name}, exercise {number}: between the stub and the solution, "
             f"hints {HINT.findall(between)}; expected {ladder}"
