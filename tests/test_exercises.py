@@ -100,7 +100,7 @@ def test_the_readers_failing_line_is_quoted_and_only_theirs(capsys):
         f"in softplus, line {line}: return x[3] # out of bounds, "
         "raised inside NumPy's indexing",
     )
-    assert str(verdict).splitlines()[1].startswith("    in softplus, line ")
+    assert str(verdict).splitlines()[-1].startswith("    in softplus, line ")
 
 
 def test_a_long_failing_line_is_cut():
@@ -137,8 +137,8 @@ def test_yours_or_the_solution_says_which_it_uses(capsys):
     )
     assert chosen is matmul_vjp_solution
     assert capsys.readouterr().out == (
-        "Using matmul_vjp_solution, the book's solution, until your "
-        "matmul_vjp passes exercise 1 (now: not attempted yet).\n"
+        "Using matmul_vjp_solution, the book's version, until your matmul_vjp "
+        "passes\n    exercise 1 (now: not attempted yet).\n"
     )
     chosen = yours_or_the_solution(
         matmul_vjp_solution, matmul_vjp, matmul_vjp_check, exercise=1
@@ -814,3 +814,19 @@ def test_every_check_takes_its_number_and_returns_a_verdict(name, capsys):
     assert verdict.exercise == 9
     assert verdict.status in ("not attempted yet", "not yet")
     assert capsys.readouterr().out == f"{verdict}\n"
+
+
+def test_a_printed_verdict_breaks_between_words():
+    """JupyterLab breaks a long output line in the middle of a word: the
+    verdict breaks its lines between words, continuations indented."""
+    from backprop_lessons.exercises.checking import WIDTH, Verdict
+
+    long_hint = "add into the buffers in place " * 8
+    text = str(Verdict(3, "not yet", long_hint.strip(), ("in f, line 2: x",)))
+    lines = text.splitlines()
+    assert len(lines) > 2 and all(len(line) <= WIDTH for line in lines)
+    assert all(line.startswith("    ") for line in lines[1:])
+    assert " ".join(w for line in lines[:-1] for w in line.split()) == (
+        "Exercise 3: not yet - " + long_hint.strip()
+    )
+    assert lines[-1] == "    in f, line 2: x"

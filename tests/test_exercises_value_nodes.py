@@ -136,8 +136,8 @@ def test_the_cells_after_fall_back_to_the_packages_operation(capsys):
     )
     assert mul_ is Value.__mul__
     assert capsys.readouterr().out == (
-        "Using Value.__mul__, the book's solution, until your my_mul passes "
-        "exercise 2 (now: not attempted yet).\n"
+        "Using Value.__mul__, the book's version, until your my_mul passes "
+        "exercise 2\n    (now: not attempted yet).\n"
     )
     assert (
         yours_or_the_solution(

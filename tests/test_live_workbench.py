@@ -230,8 +230,9 @@ def test_self_checks_name_their_question_and_hold_no_answer(path):
 
 #: The package functions whose code a reader writes in an exercise before
 #: seeing them: chapter 1's operations of the scalar engine, chapter 2's
-#: topological order and backward loop, chapter 4's matmul VJP, chapter 5's
-#: backward, every layer backward of chapter 6 and the whole model's.
+#: topological order and backward loop, chapter 4's matmul VJP and
+#: unbroadcast, chapter 5's backward, every layer backward of chapter 6 and
+#: the whole model's.
 WRITTEN_BY_THE_READER = [
     "backprop_lessons.scalar.Value.__add__",
     "backprop_lessons.scalar.Value.__mul__",
@@ -242,6 +243,7 @@ WRITTEN_BY_THE_READER = [
     "backprop_lessons.scalar.Value.backward",
     "backprop_lessons.graph_order.topological_order",
     "backprop_lessons.tensor.Tensor.matmul_backward",
+    "backprop_lessons.tensor.unbroadcast",
     "backprop_lessons.mlp3.ThreeLayerMLP.backward",
     "backprop_lessons.gpt.layers.matmul_backward",
     "backprop_lessons.gpt.layers.gelu_backward",

@@ -339,6 +339,14 @@ def test_make_lab_serves_its_fixed_widget_extensions(jupyterlab):
 WIDGETS_DRAWN = f"""() => {NOTEBOOK_JS}.content.node.querySelectorAll(
     '.bl-stepper, .bl-check, .bl-reveal').length"""
 DIRTY = f"() => {NOTEBOOK_JS}.context.model.dirty"
+#: the widgets JupyterLab marks as cut off from the kernel, and those of
+#: them whose mark (an icon in ::before) is on screen
+BROKEN_CHAINS = f"""() => {{
+    const marked = Array.from({NOTEBOOK_JS}.content.node.querySelectorAll(
+        '.jupyter-widgets-disconnected'));
+    return {{disconnected: marked.length, shown: marked.filter((el) =>
+        getComputedStyle(el, '::before').display !== 'none')
+        .map((el) => el.className)}}; }}"""
 
 
 def _stored_views(path: Path) -> int:
@@ -401,6 +409,12 @@ def test_chapters_open_and_save_unmodified_with_live_stored_widgets(
         assert not reprs, (
             f"widgets shown as their text repr (untrusted?): {reprs}"
         )
+        # stored widgets are not connected to the kernel, and JupyterLab
+        # marks such a widget with a red broken-chain icon: ours need no
+        # kernel, so they hide it (widgets/*.css)
+        marks = page.evaluate(BROKEN_CHAINS)
+        assert marks["disconnected"] > 0, "no stored widget marked disconnected?"
+        assert marks["shown"] == [], f"broken-chain icons shown: {marks}"
         backward = steppers.nth(1)  # BackwardStepper on relu(a*b + d)
         backward.scroll_into_view_if_needed()
         start = _frame(backward)

@@ -32,6 +32,7 @@ import contextlib
 import io
 import json
 import sysconfig
+import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,6 +58,28 @@ __all__ = [
 CORRECT, NOT_YET, NOT_ATTEMPTED = "correct", "not yet", "not attempted yet"
 
 
+#: A printed line is broken between words before this many characters:
+#: JupyterLab breaks a longer output line wherever the column ends, in the
+#: middle of a word, and the book's column holds about 88.
+WIDTH = 79
+
+
+def wrapped(text: str) -> str:
+    """`text` with each of its lines broken between words to at most WIDTH
+    characters, the continuations indented by four spaces."""
+    return "\n".join(
+        textwrap.fill(
+            line,
+            WIDTH,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or line
+        for line in text.split("\n")
+    )
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of one check: `status` is "correct", "not yet" or "not
@@ -80,7 +103,7 @@ class Verdict:
     def __str__(self) -> str:
         line = f"Exercise {self.exercise}: {self.status}"
         line = f"{line} - {self.hint}" if self.hint else line
-        return "\n".join([line, *(f"    {w}" for w in self.where)])
+        return "\n".join([wrapped(line), *(f"    {w}" for w in self.where)])
 
     def _ipython_display_(self) -> None:
         """Show nothing: the check has printed the verdict already, and a
@@ -285,7 +308,7 @@ def yours_or_the_solution(
 
     For the cells after an exercise that use its function (chapter 6 trains
     with the reader's gpt_backward): they run with the reader's own code
-    once it passes, and until then with the book's solution, so that Run
+    once it passes, and until then with the book's version, so that Run
     All never stops at a stub and never replaces the reader's function.
     The check runs silently; its verdict is the exercise cell's to print.
     """
@@ -293,7 +316,9 @@ def yours_or_the_solution(
         verdict = check(yours, **check_args)
     name = getattr(yours, "__name__", "function")
     if verdict.correct:
-        print(f"Using your {name}: it passes exercise {verdict.exercise}.")
+        print(
+            wrapped(f"Using your {name}: it passes exercise {verdict.exercise}.")
+        )
         return yours
     # a method by its class too (Value.__mul__); a local function or a
     # lambda by its own name
@@ -301,7 +326,9 @@ def yours_or_the_solution(
     if not fallback or "<" in fallback:
         fallback = getattr(solution, "__name__", "the solution")
     print(
-        f"Using {fallback}, the book's solution, until your {name} passes "
-        f"exercise {verdict.exercise} (now: {verdict.status})."
+        wrapped(
+            f"Using {fallback}, the book's version, until your {name} passes "
+            f"exercise {verdict.exercise} (now: {verdict.status})."
+        )
     )
     return solution
