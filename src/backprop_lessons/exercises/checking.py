@@ -21,6 +21,12 @@ yet" that names it and says where it happened: the line of the reader's
 code that raised, and the reader's calls that led there (a capstone's
 layer call), quoted under the verdict.
 
+A check names what an answer may not call (`run_check(..., refuse=...)`):
+the book's own implementation of the same thing, and `AUTOGRAD`, PyTorch's
+ways of computing a gradient for you, where the exercise is to compute it
+by hand.  While the reader's code runs (inside `readers_code`), a call to
+one of them stops it, and the verdict is "not yet", saying what was called.
+
 `record_verdicts(path)` makes `run_check` also write each verdict to a file,
 as data: the channel through which `python -m backprop_lessons.grade` learns
 a verdict, never from the printed text.
@@ -29,8 +35,10 @@ a verdict, never from the printed text.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import json
+import sys
 import sysconfig
 import textwrap
 import traceback
@@ -49,6 +57,7 @@ __all__ = [
     "record_verdicts",
     "require_filled",
     "run_check",
+    "AUTOGRAD",
     "where_it_raised",
     "yours_or_the_solution",
     "assert_correct",
@@ -187,17 +196,110 @@ def where_it_raised(error: BaseException) -> tuple[str, ...]:
     return tuple(lines)
 
 
+#: In a check's `refuse=`: PyTorch's ways of computing a gradient for you
+#: (`.backward()`, `torch.autograd.grad`, `torch.autograd.functional`,
+#: `torch.func`), refused where an exercise asks for a gradient by hand.
+AUTOGRAD = "PyTorch's autograd"
+
+#: what the reader's code may not call now: code object -> what to say
+_REFUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "refused", default=None
+)
+#: the entry points AUTOGRAD stands for
+_GRADIENT_FUNCTIONS = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp",
+                       "grad", "grad_and_value", "jacrev", "jacfwd",
+                       "linearize")  # fmt: skip
+
+
+class Refused(BaseException):
+    """Raised into the reader's code at a refused call.  A BaseException, so
+    that the reader's own `except Exception` does not swallow it."""
+
+
+def _autograd() -> dict:
+    """The code objects of PyTorch's gradient entry points (torch imported
+    here, when a check refuses them)."""
+    import torch
+    import torch.autograd.functional as functional
+    import torch.func as func
+
+    found = {
+        torch.Tensor.backward: "Tensor.backward",
+        torch.autograd.backward: "torch.autograd.backward",
+        torch.autograd.grad: "torch.autograd.grad",
+    }
+    for module, prefix in ((functional, "torch.autograd.functional"),
+                           (func, "torch.func")):  # fmt: skip
+        for name in _GRADIENT_FUNCTIONS:
+            fn = getattr(module, name, None)
+            if fn is not None:
+                found[fn] = f"{prefix}.{name}"
+    return {
+        fn.__code__: f"{name}, PyTorch's autograd: this exercise asks for "
+        "the gradient by hand"
+        for fn, name in found.items()
+        if hasattr(fn, "__code__")
+    }
+
+
+def _refusals(refuse) -> dict:
+    """code object -> message, for `run_check`'s `refuse=` entries: AUTOGRAD,
+    or a function or method of the book's."""
+    codes = {}
+    for item in refuse:
+        if item is AUTOGRAD:
+            codes.update(_autograd())
+            continue
+        fn = getattr(item, "__func__", item)
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        codes[fn.__code__] = (
+            f"{name}, the book's own version of what this exercise asks you "
+            "to write"
+        )
+    return codes
+
+
+@contextlib.contextmanager
+def _watching() -> Iterator[None]:
+    """While the block runs, a call to a refused function raises Refused."""
+    codes = _REFUSED.get()
+    if codes is None or not codes:
+        yield
+        return
+    previous = sys.getprofile()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            sys.setprofile(previous)
+            raise Refused(codes[frame.f_code])
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(watch)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+
+
 @contextlib.contextmanager
 def readers_code(todo: str) -> Iterator[None]:
     """Whatever raises inside the block is the reader's code: NotImplementedError
     means not attempted (NotAttempted(todo)); any other exception becomes a
     "not yet" that names it and quotes the reader's line that raised
-    (`where_it_raised`).  The checks' own code stays outside such blocks,
-    so a bug in a check still fails loudly."""
+    (`where_it_raised`).  A call to what the check refuses (`run_check`'s
+    `refuse=`) stops the block: "not yet", naming what was called.  The
+    checks' own code stays outside such blocks, so a bug in a check still
+    fails loudly."""
     try:
-        yield
+        with _watching():
+            yield
     except (NotYet, NotAttempted):
         raise
+    except Refused as refused:
+        raise NotYet(
+            f"your code called {refused}", where=where_it_raised(refused)
+        ) from None
     except NotImplementedError:
         raise NotAttempted(todo) from None
     except Exception as error:
@@ -229,16 +331,20 @@ def mismatched(ours: dict, reference: dict, tol: float) -> list[str]:
     ]
 
 
-def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
+def run_check(
+    exercise: int, check: Callable[..., None], *answers, refuse=()
+) -> Verdict:
     """Run `check(*answers)`, print its verdict and return it.
 
     `check` raises NotYet(hint) for a wrong answer and NotAttempted(todo)
     for a stub (`attempt` and `readers_code` raise them for the reader's
     code); any other exception is a bug of the check and propagates.  A
     check that passes may return a report (a table of what it compared),
-    printed after the verdict.
+    printed after the verdict.  `refuse` names what the reader's code may
+    not call: the book's own functions, and AUTOGRAD.
     """
     report = None
+    token = _REFUSED.set(_refusals(refuse))
     try:
         report = check(*answers)
     except NotAttempted as todo:
@@ -247,6 +353,8 @@ def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
         verdict = Verdict(exercise, NOT_YET, str(hint), hint.where)
     else:
         verdict = Verdict(exercise, CORRECT)
+    finally:
+        _REFUSED.reset(token)
     _record(verdict, check)
     print(verdict)
     if report is not None:
