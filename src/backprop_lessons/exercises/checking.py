@@ -54,6 +54,7 @@ __all__ = [
     "NotAttempted",
     "attempt",
     "readers_code",
+    "readers_file",
     "record_verdicts",
     "require_filled",
     "run_check",
@@ -168,9 +169,10 @@ _NOT_READERS = tuple(
 _QUOTE = 72
 
 
-def _readers_frame(filename: str) -> bool:
-    """Is this frame's code the reader's (a notebook cell, a script of theirs),
-    not the package's, the standard library's or an installed package's?"""
+def readers_file(filename: str) -> bool:
+    """Is the code of this file the reader's (a notebook cell, a script of
+    theirs), not the package's, the standard library's or an installed
+    package's?  (A frame's `f_code.co_filename`, a traceback's filename.)"""
     if filename.startswith("<") and "ipython-input" not in filename:
         return False  # <string>, <frozen ...>: nothing to quote
     try:
@@ -186,7 +188,7 @@ def where_it_raised(error: BaseException) -> tuple[str, ...]:
     calls of theirs that led there (in a capstone, the layer call)."""
     lines = []
     for frame in traceback.extract_tb(error.__traceback__):
-        if not _readers_frame(frame.filename):
+        if not readers_file(frame.filename):
             continue
         name = "your cell" if frame.name == "<module>" else frame.name
         text = " ".join((frame.line or "").split())
