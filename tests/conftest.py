@@ -77,14 +77,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Collect the garbage now, while an xdist worker still counts as busy.
+    """Collect the garbage now, while an xdist worker still counts as busy,
+    and then set what is left aside.
 
     After a worker reports that it finished, pytest collects garbage five
     times over (to flush unraisable exceptions), and xdist's controller gives
     the worker 5 s before it sends it a SIGINT: on a loaded machine, with the
-    large heaps the scalar engines' tests leave, the collections took longer,
-    and the interrupt landed in hypothesis's garbage-collector callback
-    (a "KeyboardInterrupt" warning from each worker at the end of the run).
-    Collected here, before the report, they find nothing left to do."""
+    large heaps the tests leave (torch, the scalar engines' graphs), the
+    collections took longer, and the interrupt landed in hypothesis's
+    garbage-collector callback (a "KeyboardInterrupt" warning at the end of
+    the run).  Collected here, before the report, and frozen (gc.freeze: the
+    collector skips what is left), pytest's collections cost nothing."""
     for _ in range(5):
         gc.collect()
+    gc.freeze()
