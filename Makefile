@@ -230,6 +230,15 @@ GRADE_ARGS ?=
 grade: $(STAMP)
 	$(BIN)/python -m backprop_lessons.grade $(GRADE) $(GRADE_ARGS)
 
+# The autograder for Gradescope (scripts/gradescope/build.py): setup.sh,
+# run_autograder, autograde.py and this checkout's wheel in
+# _build/gradescope/autograder.zip, to upload as an assignment's autograder;
+# CHAPTERS="04 06" grades those chapters only (book/instructors.md).
+CHAPTERS ?=
+.PHONY: gradescope
+gradescope: $(STAMP)
+	$(BIN)/python scripts/gradescope/build.py --out _build/gradescope $(CHAPTERS)
+
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart
 # that book/performance.md includes.
