@@ -3,6 +3,9 @@
     python scripts/mutants.py [CH ...] [--max-per-exercise N] [--timeout S]
                               [--out DIR] [--kernel NAME] [--list]
 
+CH names a chapter as `make chapter` reads it ("04", "4", "04_matmul") or
+is a notebook's path; without one, every numbered chapter runs.
+
 Every solution cell of a chapter (tagged `solution`) ends in
 `assert_correct(check, answer, exercise=N)`.  For each one this makes wrong
 versions of the solution's code from its syntax tree (the operators are
@@ -49,12 +52,14 @@ The mutation operators (each a change of one node of the tree):
     function swapped       a reduction or collective made its sibling: sum
                            and mean, max and min, all_gather and all_reduce
 
-An exercise with more mutants than --max-per-exercise runs a deterministic
-sample of them (seeded by chapter and exercise).  The figures go to the
-terminal, per chapter and exercise, with every survivor's change, and to
-DIR (default _build/mutants): NN.json per chapter run, and results.json and
-results.md over every chapter whose NN.json is there.  The exit status is 1
-when a survivor remains or a solution fails its own check.
+A mutant may run for --timeout seconds (60), or 20 times as long as the
+solution's own check when that is longer.  An exercise with more mutants
+than --max-per-exercise (150) runs a deterministic sample of them (seeded
+by chapter and exercise).  The figures go to the terminal, per chapter and
+exercise, with every survivor's change, and to DIR (default
+_build/mutants): NN.json per chapter run, and results.json and results.md
+over every chapter whose NN.json is there.  The exit status is 1 when a
+survivor remains or a solution fails its own check.
 
 It is slow (each chapter runs whole, and each check once per mutant), so it
 is not part of `make test`; chapters 8 and 12 start processes and chapter 9
@@ -65,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import contextlib
 import copy
 import io
@@ -76,6 +82,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import traceback
 import warnings
 from pathlib import Path
 
@@ -312,7 +319,10 @@ def _call_changes(node: ast.Call):
     if isinstance(func, ast.Attribute) and func.attr in _TRANSPOSES:
         yield "index or axis changed", func.value
     name = getattr(func, "id", getattr(func, "attr", None))
-    if name in _SIBLINGS:
+    builtin = isinstance(func, ast.Name) and hasattr(builtins, name)
+    if name in _SIBLINGS and not (
+        builtin and not hasattr(builtins, _SIBLINGS[name])
+    ):
         other = copy.copy(func)
         if isinstance(func, ast.Name):
             other.id = _SIBLINGS[name]
@@ -516,7 +526,11 @@ def _try(user_ns: dict, code: str, check: str, name: str, limit: float) -> dict:
         return {"status": TIMED_OUT, "hint": f"ran past {limit:.0f} s"}
     except Exception as error:
         text = f"{type(error).__name__}: {error}"
-        return {"status": RAISED, "hint": " ".join(text.split())[:300]}
+        return {
+            "status": RAISED,
+            "hint": " ".join(text.split())[:300],
+            "in_check": _raised_in_check(error, name),
+        }
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -526,6 +540,21 @@ def _try(user_ns: dict, code: str, check: str, name: str, limit: float) -> dict:
         "hint": " ".join(str(getattr(verdict, "hint", "")).split())[:300],
         "seconds": round(time.monotonic() - start, 3),
     }
+
+
+def _raised_in_check(error: BaseException, name: str) -> bool:
+    """Did `error` come out of the check's own code (a package module of
+    `exercises`), rather than the mutant's (a check should turn whatever
+    the reader's code does into a verdict, not raise)?"""
+    package = sys.modules.get("backprop_lessons.exercises")
+    folder = str(Path(package.__file__).parent) if package else None
+    last = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == name:
+            last = "mutant"
+        elif folder and frame.filename.startswith(folder):
+            last = "check"
+    return last == "check"
 
 
 def _limit(timeout: float, original_seconds: float) -> float:
@@ -681,6 +710,8 @@ def _outcome(chapter, job, out_file, recorded, equivalents, problems) -> dict:
     for mutant, result in zip(job["mutants"], out["mutants"]):
         row = {k: mutant[k] for k in ("operator", "line", "before", "after")}
         row |= {"verdict": result["status"], "hint": result["hint"]}
+        if result.get("in_check"):
+            row["in_check"] = True
         if result["status"] != CORRECT:
             row["outcome"] = REJECTED
         elif entry := _equivalent_to(equivalents, chapter, exercise, mutant):
@@ -707,6 +738,7 @@ def figures(exercise: dict) -> dict:
     }
     count["timed out"] = sum(r["verdict"] == TIMED_OUT for r in rows)
     count["raised"] = sum(r["verdict"] == RAISED for r in rows)
+    count["in check"] = sum(bool(r.get("in_check")) for r in rows)
     return {"made": exercise["made"], "run": exercise["run"], **count}
 
 
@@ -718,19 +750,28 @@ def _total(items) -> dict:
     return total
 
 
+def _notes(f: dict) -> str:
+    """How many rejected mutants raised (of them, in the check's own code)
+    and ran past the time limit."""
+    notes = [f"{f['raised']} raised"] if f["raised"] else []
+    if f["in check"]:
+        notes[-1] += f", {f['in check']} of them in the check"
+    notes += [f"{f['timed out']} timed out"] if f["timed out"] else []
+    return ", ".join(notes)
+
+
 def _row(label: str, f: dict) -> str:
     run = f"{f['run']}" + (f" of {f['made']}" if f["made"] != f["run"] else "")
     rejected = f"{f[REJECTED]}"
-    notes = [f"{f['raised']} raised"] if f["raised"] else []
-    notes += [f"{f['timed out']} timed out"] if f["timed out"] else []
-    if notes:
-        rejected += f" ({', '.join(notes)})"
+    if notes := _notes(f):
+        rejected += f" ({notes})"
     return f"| {label} | {run} | {rejected} | {f[EQUIVALENT]} | {f[SURVIVED]} |"
 
 
 def markdown(results: dict) -> str:
     """The results of every chapter as markdown: a table of the figures
-    per chapter and exercise, then every survivor with its change."""
+    per chapter and exercise, then every survivor and every equivalent
+    mutant with its change, and the mutants on which a check raised."""
     lines = [
         "# Mutants of the solutions",
         "",
@@ -756,7 +797,12 @@ def markdown(results: dict) -> str:
     ]
     if every:
         lines.append(_row("**all**", _total(every)))
-    for title, outcome in (("Survivors", SURVIVED), ("Equivalent", EQUIVALENT)):
+    sections = (
+        ("Survivors", lambda r: r["outcome"] == SURVIVED),
+        ("Equivalent", lambda r: r["outcome"] == EQUIVALENT),
+        ("Rejected, but the check raised", lambda r: r.get("in_check")),
+    )
+    for title, chosen in sections:
         found = [
             (key, n, r)
             for key in sorted(chapters)
@@ -764,11 +810,12 @@ def markdown(results: dict) -> str:
                 chapters[key]["exercises"].items(), key=lambda x: int(x[0])
             )
             for r in e["mutants"]
-            if r["outcome"] == outcome
+            if chosen(r)
         ]
         lines += ["", f"## {title} ({len(found)})", ""]
         for key, n, r in found:
-            why = f": {r['reason']}" if "reason" in r else ""
+            why = r.get("reason") or (r["hint"] if r.get("in_check") else "")
+            why = f": {why}" if why else ""
             lines += [
                 f"- chapter {key}, exercise {n}, {r['operator']} "
                 f"(line {r['line']}){why}",
@@ -795,11 +842,10 @@ def _print_chapter(result: dict) -> None:
         made = f"{f['run']}" + (
             f" (a sample of {f['made']})" if f["made"] != f["run"] else ""
         )
-        extra = [f"{f['raised']} raised"] if f["raised"] else []
-        extra += [f"{f['timed out']} TIMED OUT"] if f["timed out"] else []
+        notes = _notes(f)
         print(
             f"  exercise {n}: {made} mutants, {f[REJECTED]} rejected"
-            + (f" ({', '.join(extra)})" if extra else "")
+            + (f" ({notes})" if notes else "")
             + f", {f[EQUIVALENT]} equivalent, {f[SURVIVED]} survived"
         )
         for r in exercise["mutants"]:
@@ -808,6 +854,12 @@ def _print_chapter(result: dict) -> None:
                 print(f"      - {r['before']}\n      + {r['after']}")
             elif r["verdict"] == TIMED_OUT:
                 print(f"    timed out (rejected), line {r['line']}: {r['after']}")
+            elif r.get("in_check"):
+                print(
+                    f"    the check raised (rejected, but a check should give "
+                    f"a verdict), line {r['line']}:\n      + {r['after']}\n"
+                    f"      {r['hint']}"
+                )
     for problem in result["problems"]:
         print(f"  PROBLEM: {problem}")
 

@@ -179,69 +179,69 @@ def test_the_runner_gives_verdicts_errors_and_time_outs():
     assert raised["status"] == "raised"
     assert raised["hint"].startswith("ZeroDivisionError")
     hang = "def f(x):\n    while True:\n        pass\n"
+    assert not raised["in_check"]  # the mutant's own code raised
     stuck = mutants._try(ns, hang, call, "<m>", 0.2)
     assert stuck["status"] == "timed out"
     assert "f" not in ns  # the mutants ran in a copy of the namespace
 
 
+def _row(operator, line, change, verdict, outcome, **more):
+    before, after = change.split(" -> ")
+    return dict(
+        operator=operator,
+        line=line,
+        before=before,
+        after=after,
+        verdict=verdict,
+        hint=more.pop("hint", ""),
+        outcome=outcome,
+        **more,
+    )
+
+
 def test_the_report_counts_and_lists_the_survivors():
     rows = [
-        {
-            "operator": "+= made =",
-            "line": 3,
-            "before": "a += b",
-            "after": "a = b",
-            "verdict": "not yet",
-            "hint": "",
-            "outcome": "rejected",
-        },
-        {
-            "operator": "constant changed",
-            "line": 4,
-            "before": "c = 1",
-            "after": "c = 2",
-            "verdict": "correct",
-            "hint": "",
-            "outcome": "survived",
-        },
-        {
-            "operator": "arguments swapped",
-            "line": 5,
-            "before": "min(a, b)",
-            "after": "min(b, a)",
-            "verdict": "correct",
-            "hint": "",
-            "outcome": "equivalent",
-            "reason": "min is symmetric",
-        },
-        {
-            "operator": "term dropped",
-            "line": 6,
-            "before": "d = e + f",
-            "after": "d = e",
-            "verdict": "timed out",
-            "hint": "",
-            "outcome": "rejected",
-        },
+        _row("+= made =", 3, "a += b -> a = b", "not yet", "rejected"),
+        _row("constant changed", 4, "c = 1 -> c = 2", "correct", "survived"),
+        _row(
+            "arguments swapped",
+            5,
+            "min(a, b) -> min(b, a)",
+            "correct",
+            "equivalent",
+            reason="min is symmetric",
+        ),
+        _row("term dropped", 6, "d = e + f -> d = e", "timed out", "rejected"),
+        _row(
+            "unary dropped",
+            7,
+            "g = -h -> g = h",
+            "raised",
+            "rejected",
+            hint="TypeError: odd",
+            in_check=True,
+        ),
     ]
-    exercise = {"made": 9, "run": 4, "mutants": rows}
+    exercise = {"made": 9, "run": 5, "mutants": rows}
     figures = mutants.figures(exercise)
-    assert (figures["rejected"], figures["equivalent"], figures["survived"]) == (
-        2,
-        1,
-        1,
-    )
-    assert figures["timed out"] == 1
-    results = {
-        "chapters": {
-            "04": {
-                "notebook": "04_x.ipynb",
-                "seconds": 3.0,
-                "problems": [],
-                "exercises": {"2": exercise},
-            }
-        }
+    assert figures == {
+        "made": 9,
+        "run": 5,
+        "rejected": 3,
+        "equivalent": 1,
+        "survived": 1,
+        "timed out": 1,
+        "raised": 1,
+        "in check": 1,
     }
-    text = mutants.markdown(results)
-    assert "| exercise 2 | 4 of 9 | 2 (1 timed out) | 1 | 1 |" in text
+    chapter = {"notebook": "04_x.ipynb", "seconds": 3.0, "problems": []}
+    chapter["exercises"] = {"2": exercise}
+    text = mutants.markdown({"chapters": {"04": chapter}})
+    assert (
+        "| exercise 2 | 5 of 9 | 3 (1 raised, 1 of them in the check, "
+        "1 timed out) | 1 | 1 |" in text
+    )
     assert "## Survivors (1)" in text and "  - c = 1\n  + c = 2" in text
+    assert "(line 5): min is symmetric" in text
+    assert "## Rejected, but the check raised (1)" in text
+    assert "(line 7): TypeError: odd" in text
