@@ -77,7 +77,7 @@ test: lint dot-ok chromium-ok
 # sums in the same order, and nbval checks the stored outputs with one thread
 # of every library anyway.
 SUITES := test check chapter unit multiprocess package nbval nbval-profiles nbval-avx2 \
-          nbval-baseline nbval-load book-strict browser reader-runtime
+          nbval-baseline nbval-load book-strict browser reader-runtime mutants
 $(SUITES): export OMP_WAIT_POLICY := PASSIVE
 $(SUITES): export OPENBLAS_NUM_THREADS := 1
 
@@ -216,7 +216,7 @@ notebooks: $(STAMP) dot-ok
 # answers (scripts/student_edition.py says what goes and what stays), in
 # _build/student/notebooks.  It writes nothing, and says which cells, when a
 # kept cell uses a name only a removed cell defines (Run All would stop).
-.PHONY: student grade
+.PHONY: student grade mutants
 student: $(STAMP)
 	rm -rf _build/student/notebooks
 	$(BIN)/python scripts/student_edition.py --out _build/student/notebooks $(NOTEBOOKS)
@@ -238,6 +238,20 @@ CHAPTERS ?=
 .PHONY: gradescope
 gradescope: $(STAMP)
 	$(BIN)/python scripts/gradescope/build.py --out _build/gradescope $(CHAPTERS)
+
+# The mutation test of the solutions (scripts/mutants.py): each chapter runs
+# headless with wrong versions of every solution made from its syntax tree
+# (`+=` made `=`, an operator swapped, a term dropped, a constant changed,
+# ...), and each must fail its exercise's check, unless
+# scripts/mutants_equivalent.toml lists it as computing the same thing.
+# `make mutants CH=04` runs one chapter; the chapters run one at a time
+# (8 and 12 start processes, 9 needs about 5 GB).  About 15 minutes in all,
+# so not part of make test.  Figures and survivors in _build/mutants
+# (results.md, results.json); MUTANTS_ARGS adds options (--max-per-exercise,
+# --timeout).
+MUTANTS_ARGS ?=
+mutants: $(STAMP) dot-ok
+	$(TIMED) $(BIN)/python scripts/mutants.py $(CH) $(MUTANTS_ARGS)
 
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart

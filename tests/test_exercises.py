@@ -631,6 +631,10 @@ def test_debugging_backward_checks(capsys):
     wrong = run(check, lambda *a: accumulate(*a, zero_first=False), capsys=capsys)
     assert_verdict(wrong, "not yet", "zero them first")
     assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
+    # the mutation test's: zero_grad() without a backward left every .grad
+    # None, and the check raised a TypeError instead of naming it
+    no_backward = run(check, lambda model, *a: model.zero_grad(), capsys=capsys)
+    assert_verdict(no_backward, "not yet", "a .grad is None")
 
 
 # ---- backprop at scale ---------------------------------------------------------
@@ -677,6 +681,10 @@ def test_backprop_at_scale_checks(capsys):
     assert run(check, combine, capsys=capsys).correct
     wrong = run(check, lambda g, s: sum(g) / len(g), capsys=capsys)
     assert_verdict(wrong, "not yet", "weight each shard")
+    # the mutation test's: a number (here 1.0, the sizes' weights alone) or a
+    # list made the check's own comparison raise instead of giving a verdict
+    for odd in (lambda g, s: sum(s) / sum(s), lambda g, s: list(g)):
+        assert_verdict(run(check, odd, capsys=capsys), "not yet", "one tensor")
     assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
     check = backprop_at_scale.check_rank_accumulation
     assert run(check, rank_times_accumulation, capsys=capsys).correct

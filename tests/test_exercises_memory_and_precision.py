@@ -39,6 +39,13 @@ def merge_unscaled(state1, state2):  # forgets to rescale
     return np.maximum(m1, m2), l1 + l2, o1 + o2
 
 
+def merge_from_the_minimum(state1, state2):  # exact algebra, overflows
+    (m1, l1, o1), (m2, l2, o2) = state1, state2
+    m = np.minimum(m1, m2)
+    a1, a2 = np.exp(m1 - m), np.exp(m2 - m)
+    return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
+
+
 def unscale_or_skip(grads, scale):
     if not all(np.isfinite(g).all() for g in grads.values()):
         return None, scale / 2
@@ -59,6 +66,15 @@ def test_merge_check(capsys):
     assert verdict.status == "not yet" and "rescale" in verdict.hint
     assert not check_merge(stub, exercise=1).attempted
     assert "Exercise 1: not attempted yet" in capsys.readouterr().out
+
+
+def test_merge_check_names_a_rescale_factor_that_overflows(capsys):
+    """The mutation test's survivor: relative to the smaller maximum the
+    merge is exact algebra, and right while the maxima are 30 apart; with
+    1000 between them exp(1000) overflows."""
+    verdict = check_merge(merge_from_the_minimum, exercise=3)
+    assert verdict.status == "not yet"
+    assert "1000 apart" in verdict.hint and "overflowed" in verdict.hint
 
 
 def test_unscale_or_skip_check(capsys):

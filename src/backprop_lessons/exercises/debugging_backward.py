@@ -128,6 +128,12 @@ def check_accumulate(accumulate, *, exercise: int) -> Verdict:
         for p in model.parameters():
             p.grad = torch.full_like(p, 7.0)  # stale gradients that must go
         attempt(accumulate, model, x, y, 6, todo=todo, may_return_none=True)
+        if any(p.grad is None for p in model.parameters()):
+            raise NotYet(
+                "after your function a .grad is None: zero_grad() empties "
+                "them, and only a backward() fills them again (one per "
+                "micro-batch)"
+            )
         if all(torch.all(p.grad == 7.0) for p in model.parameters()):
             raise NotAttempted(f"{todo} (so far no gradient changes)")
         for p, g in zip(model.parameters(), expected):
