@@ -15,7 +15,6 @@ from backprop_lessons.exercises import (
     forward_vs_reverse,
     higher_order,
     matmul_vjp,
-    mlp_by_hand,
     topological_sort,
     value_nodes,
 )
@@ -29,8 +28,6 @@ from backprop_lessons.exercises.matmul_vjp import (
     check_matmul_vjp as matmul_vjp_check,
 )
 from backprop_lessons.forward_mode import jvp
-from backprop_lessons.mlp3 import ThreeLayerMLP
-from backprop_lessons.numerics import one_hot
 from backprop_lessons.scalar import float_sigmoid, topological_order
 
 
@@ -418,133 +415,6 @@ def test_matmul_vjp_checks(check, right, wrong, hint, capsys):
     assert run(check, right, capsys=capsys).correct
     assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
     assert_verdict(run(check, stub_ellipsis, capsys=capsys), "not attempted yet")
-
-
-# ---- MLP by hand ---------------------------------------------------------------
-
-
-def mlp_backward(model, Y, sigmoid_slope=True):
-    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
-    W2, W3 = model.params["W2"], model.params["W3"]
-    delta3 = (Y_hat - Y) / X.shape[0]
-    delta2 = (delta3 @ W3.T) * H2 * (1 - H2)
-    delta1 = (delta2 @ W2.T) * H1 * ((1 - H1) if sigmoid_slope else 1)
-    return {
-        "W1": X.T @ delta1,
-        "b1": delta1.sum(axis=0),
-        "W2": H1.T @ delta2,
-        "b2": delta2.sum(axis=0),
-        "W3": H2.T @ delta3,
-        "b3": delta3.sum(axis=0),
-    }
-
-
-def input_gradient(model, Y):
-    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
-    W1, W2, W3 = (model.params[k] for k in ("W1", "W2", "W3"))
-    delta2 = ((Y_hat - Y) / X.shape[0] @ W3.T) * H2 * (1 - H2)
-    return ((delta2 @ W2.T) * H1 * (1 - H1)) @ W1.T
-
-
-def tanh_answer(vanishes):
-    from backprop_lessons.deep_mlp import layer_gradient_norms, per_layer_ratio
-
-    norms = layer_gradient_norms(depth=20, width=64, activation="tanh", seed=0)
-    return {"tanh_ratio": per_layer_ratio(norms), "vanishes": vanishes}
-
-
-@pytest.mark.parametrize(
-    "check,right,wrong,hint",
-    [
-        (
-            mlp_by_hand.check_mlp_backward,
-            mlp_backward,
-            lambda model, Y: mlp_backward(model, Y, sigmoid_slope=False),
-            "W1, b1 disagree",
-        ),
-        (
-            mlp_by_hand.check_input_gradient,
-            input_gradient,
-            lambda model, Y: 2 * input_gradient(model, Y),
-            "dX disagrees with finite differences",
-        ),
-        (mlp_by_hand.check_tanh_ratio, True, False, "look at the ratio again"),
-    ],
-)
-def test_mlp_by_hand_checks(check, right, wrong, hint, capsys):
-    if check is mlp_by_hand.check_tanh_ratio:
-        right, wrong, stub = (
-            tanh_answer(False),
-            tanh_answer(True),
-            {"tanh_ratio": ...},
-        )
-    else:
-        stub = stub_raising
-    assert run(check, right, capsys=capsys).correct
-    assert_verdict(run(check, wrong, capsys=capsys), "not yet", hint)
-    assert_verdict(run(check, stub, capsys=capsys), "not attempted yet")
-
-
-def intermediates(model, Y, bug=None):
-    """Every gradient of the MLP's backward by name, as the reader writes
-    them one per line in chapter 5, with one bug or none."""
-    X, H1, H2, Y_hat = (model.cache[k] for k in ("X", "H1", "H2", "Y_hat"))
-    W2, W3 = model.params["W2"], model.params["W3"]
-    g = {"dZ3": (Y_hat - Y) / (1 if bug == "no /B" else X.shape[0])}
-    g["dW3"] = g["dZ3"].T @ H2 if bug == "dW3 transposed" else H2.T @ g["dZ3"]
-    g["db3"] = g["dZ3"].sum(axis=0)
-    g["dH2"] = g["dZ3"] @ W3.T
-    g["dZ2"] = g["dH2"] * H2 * (1 - H2)
-    g["dW2"] = H1.T @ g["dZ2"]
-    g["db2"] = g["dZ2"].mean(axis=0) if bug == "db2 mean" else g["dZ2"].sum(0)
-    g["dH1"] = g["dZ2"] @ W2.T
-    g["dZ1"] = g["dH1"] * H1 * (1 if bug == "dZ1 slope" else (1 - H1))
-    g["dW1"] = X.T @ g["dZ1"]
-    g["db1"] = g["dZ1"].sum(axis=0)
-    return g
-
-
-@pytest.mark.parametrize(
-    "bug,hint",
-    [
-        ("no /B", "dZ3 is the first that differs from PyTorch's"),
-        ("dW3 transposed", "dW3 has shape (3, 6); it must be (d2, d3) = (6, 3)"),
-        ("db2 mean", "db2 is the first that differs"),
-        ("dZ1 slope", "dZ1 is the first that differs"),
-    ],
-)
-def test_mlp_intermediates_check(bug, hint, capsys):
-    check = mlp_by_hand.check_mlp_intermediates
-    model = ThreeLayerMLP(4, 5, 6, 3, seed=0)
-    rng = np.random.default_rng(1)
-    X, y = rng.standard_normal((8, 4)), rng.integers(0, 3, size=8)
-    Y = one_hot(y, 3)
-    model.forward(X)
-    right, wrong = intermediates(model, Y), intermediates(model, Y, bug)
-
-    def verdict(grads):
-        v = check(grads, model, X, y, exercise=1)  # integer labels work too
-        printed = capsys.readouterr().out
-        assert printed.endswith(f"{v}\n")
-        return v, printed
-
-    v, printed = verdict(right)
-    assert v.correct and "dW1   (4, 5)   < 1e-10           yes" in printed
-    v, printed = verdict(wrong)
-    assert_verdict(v, "not yet", hint)
-    assert "largest difference" in v.hint or "shape" in v.hint
-    v, printed = verdict(dict.fromkeys(right, ...))
-    assert_verdict(v, "not attempted yet", "replace each ...")
-    assert printed == f"{v}\n"  # no table for a stub
-    v, _ = verdict({"dZ3": right["dZ3"], "dW3": right["dW3"], "db3": ...})
-    assert_verdict(v, "not yet", "the 2 written so far are right; still to")
-    v, _ = verdict({**right, "dX": right["dZ3"]})
-    assert_verdict(v, "not yet", "unknown name 'dX'")
-    v, _ = verdict({**right, "dH1": "not an array"})
-    assert_verdict(v, "not yet", "dH1 has shape not an array")
-    assert v.exercise == 1
-    with pytest.raises(TypeError, match="model must be a ThreeLayerMLP"):
-        check(right, None, X, y, exercise=1)
 
 
 # ---- debugging a backward ------------------------------------------------------

@@ -231,8 +231,8 @@ def test_self_checks_name_their_question_and_hold_no_answer(path):
 #: The package functions whose code a reader writes in an exercise before
 #: seeing them: chapter 1's operations of the scalar engine, chapter 2's
 #: topological order and backward loop, chapter 4's matmul VJP and
-#: unbroadcast, chapter 5's backward, every layer backward of chapter 6 and
-#: the whole model's.
+#: unbroadcast, chapter 5's backward and batch norm's, every layer backward
+#: of chapter 6 and the whole model's.
 WRITTEN_BY_THE_READER = [
     "backprop_lessons.scalar.Value.__add__",
     "backprop_lessons.scalar.Value.__mul__",
@@ -245,6 +245,7 @@ WRITTEN_BY_THE_READER = [
     "backprop_lessons.tensor.Tensor.matmul_backward",
     "backprop_lessons.tensor.unbroadcast",
     "backprop_lessons.mlp3.ThreeLayerMLP.backward",
+    "backprop_lessons.gpt.layers.batchnorm_backward",
     "backprop_lessons.gpt.layers.matmul_backward",
     "backprop_lessons.gpt.layers.gelu_backward",
     "backprop_lessons.gpt.layers.crossentropy_softmax_backward",
@@ -334,12 +335,13 @@ def test_the_names_test_sees_a_clash():
 
 #: The exercises that ask for a backward: chapter 1's six operations (each
 #: a node with its local derivatives), chapter 2's backward loop, chapter
-#: 4's exercise 1, chapter 5's exercise 1 and all eight of chapter 6.
+#: 4's exercise 1, chapter 5's MLP, batch norm and input gradient, and all
+#: eight of chapter 6.
 BACKWARD_EXERCISES = {
     "01_value_nodes": [1, 2, 3, 4, 5, 6],
     "02_topological_sort": [2],
     "04_matmul_vjp": [1],
-    "05_mlp_by_hand": [1],
+    "05_mlp_by_hand": [1, 2, 4],
     "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7, 8],
     "10_memory_and_precision": [1, 2],
     "12_model_parallel": [1, 2, 3, 6, 8, 9],

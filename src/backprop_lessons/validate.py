@@ -49,6 +49,8 @@ of guard clutter (tests/test_guard_ratio.py).
     tile_size, qkv_heads, output_gradient, classifier_inputs
                                     the tiled GPT layers' arguments
                                     (FlashAttention, the fused classifier)
+    batch_of_channels(op, inp, weight, bias)  batch norm's (B, C) input,
+                                    B >= 2, and its (C,) weight and bias
 """
 
 from __future__ import annotations
@@ -729,3 +731,22 @@ def classifier_inputs(op: str, inp, wte, targets, chunk) -> tuple:
     if targets.size and (targets.min() < 0 or targets.max() >= V):
         raise ValueError(f"{op}: targets must lie in [0, V={V})")
     return tile_size(op, "chunk", chunk), targets
+
+
+def batch_of_channels(op: str, inp, weight, bias) -> np.ndarray:
+    """`inp` as a real array (B, C) with B >= 2 examples (a batch's
+    statistics need two, as PyTorch's batch norm in training says), with
+    `weight` and `bias` of shape (C,); else a clear error."""
+    inp = real_array(op, "inp", inp)
+    if inp.ndim != 2 or inp.shape[0] < 2:
+        raise ValueError(
+            f"{op}: inp must have shape (B, C) with B >= 2 examples per "
+            f"channel (a batch's mean and variance), got {inp.shape}"
+        )
+    C = inp.shape[1]
+    for name, a in (("weight", weight), ("bias", bias)):
+        if np.shape(a) != (C,):
+            raise ValueError(
+                f"{op}: {name} must have shape (C,) = ({C},), got {np.shape(a)}"
+            )
+    return inp

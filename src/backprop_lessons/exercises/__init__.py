@@ -24,7 +24,8 @@ Each module also holds its chapter's self-check questions, `SELF_CHECKS`
     checking             the one protocol: `exercise=`, a Verdict, the
                          reader's failing line quoted
     layer_checks         the checks of a layer's backward the reader
-                         writes (gpt_layers, memory_and_precision)
+                         writes (mlp_by_hand's batch norm, gpt_layers,
+                         memory_and_precision)
     questions            a self-check question as data
 
 Every check takes the reader's answer and, as a keyword, the number the
@@ -36,11 +37,11 @@ globals: everything a check needs is an argument or built inside it.
 
 The checks of the backwards the reader writes in the later chapters are
 also importable from here (`from backprop_lessons.exercises import
-check_attention_backward`; chapter 10's FlashAttention and fused
-classifier, chapter 12's parallel layers, collective and pipeline schedule
-too), and so is `yours_or_the_solution`, which the cells after an exercise
-use to run on the reader's function once it passes (and on the solution
-until then).
+check_attention_backward`; chapter 5's batch normalization, chapter 10's
+FlashAttention and fused classifier, chapter 12's parallel layers,
+collective and pipeline schedule too), and so is `yours_or_the_solution`,
+which the cells after an exercise use to run on the reader's function once
+it passes (and on the solution until then).
 """
 
 from .checking import assert_correct, yours_or_the_solution
@@ -58,6 +59,7 @@ from .memory_and_precision import (
     check_flash_attention_backward,
     check_fused_classifier_backward,
 )
+from .mlp_by_hand import check_batchnorm_backward
 from .model_parallel import (
     check_column_parallel_backward,
     check_pipeline_schedule,
@@ -67,6 +69,7 @@ from .model_parallel import (
 from .predictions import check_prediction
 
 __all__ = [
+    "check_batchnorm_backward",
     "check_layernorm_backward",
     "check_rmsnorm_backward",
     "check_gelu_backward",

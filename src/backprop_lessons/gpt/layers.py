@@ -10,6 +10,10 @@ buffers (`+=`), never assigns: a tensor used twice (the token embedding
 contributions, and the caller zeroes the buffers once per step.  A buffer
 may be `None` when that gradient is not wanted.
 
+Batch normalization's pair (chapter 5's) sits beside layernorm's: not a
+layer of the GPT, but the same form over the other axis, (B, C) normalized
+over the batch, and the first backward of this form the reader writes.
+
 Shape legend (used on every array below):
 
     B = batch size          T = sequence length (time)
@@ -31,21 +35,29 @@ import math
 
 import numpy as np
 
-from ..validate import classifier_inputs, output_gradient, qkv_heads, tile_size
+from ..validate import (
+    batch_of_channels,
+    classifier_inputs,
+    output_gradient,
+    qkv_heads,
+    tile_size,
+)
 
 __all__ = [
     "encoder_forward", "encoder_backward",
     "layernorm_forward", "layernorm_backward",
+    "batchnorm_forward", "batchnorm_backward",
     "rmsnorm_forward", "rmsnorm_backward",
     "matmul_forward", "matmul_backward",
     "attention_forward", "attention_backward",
     "gelu_forward", "gelu_backward",
     "residual_forward", "residual_backward",
     "crossentropy_softmax_forward", "crossentropy_softmax_backward",
-    "LAYERNORM_EPS",
+    "LAYERNORM_EPS", "BATCHNORM_EPS",
 ]
 
 LAYERNORM_EPS = 1e-5  # as in GPT-2 and PyTorch's nn.LayerNorm
+BATCHNORM_EPS = 1e-5  # as in PyTorch's nn.BatchNorm1d
 
 
 # ---- encoder: token + position embeddings -------------------------------------
@@ -123,6 +135,55 @@ def layernorm_backward(dinp, dweight, dbias, dout, cache):
         g = dout * weight                                           # (B, T, C)
         dinp += rstd * (g - g.mean(axis=-1, keepdims=True)
                         - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+
+
+# ---- batch normalization (chapter 5) -----------------------------------------
+
+def batchnorm_forward(inp, weight, bias, eps=BATCHNORM_EPS):
+    """Batch normalization in training mode (Ioffe and Szegedy, 2015): each
+    channel normalized over the B examples of the batch.
+
+    inp (B, C), weight (C,), bias (C,) -> out (B, C), with the batch's own
+    mean and biased variance (divided by B, as PyTorch normalizes) per
+    channel.  Layernorm's pair above normalizes over the other axis, the C
+    channels of one example.  The cache keeps inp, weight, mean and rstd =
+    1/sqrt(var + eps), each statistic (1, C); the backward recomputes xhat
+    from them.  No running estimates: what evaluation uses instead is
+    chapter 5's text.
+    """
+    inp = batch_of_channels("batchnorm_forward", inp, weight, bias)
+    mean = inp.mean(axis=0, keepdims=True)                  # (1, C)
+    var = ((inp - mean) ** 2).mean(axis=0, keepdims=True)   # (1, C) biased
+    rstd = 1.0 / np.sqrt(var + eps)                         # (1, C)
+    xhat = (inp - mean) * rstd                              # (B, C)
+    out = xhat * weight + bias                              # (B, C)
+    return out, (inp, weight, mean, rstd)
+
+
+def batchnorm_backward(dinp, dweight, dbias, dout, cache):
+    """Backward of batch normalization in training mode: layernorm's formula
+    with the means taken over the batch.
+
+    With xhat = (x - mean) * rstd and g = dout * weight (the gradient at xhat):
+
+        dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+
+    (means over the B examples of each channel): the `- mean(g)` term is
+    the path through the batch's mean, the `- xhat * mean(g * xhat)` term
+    the path through its variance; every example of a channel reaches every
+    other's output.  dweight = sum over B of dout * xhat, dbias = sum over B
+    of dout.  dinp (B, C), dweight (C,), dbias (C,), dout (B, C).
+    """
+    inp, weight, mean, rstd = cache
+    xhat = (inp - mean) * rstd          # (B, C), recomputed (see the forward)
+    if dbias is not None:
+        dbias += dout.sum(axis=0)                                    # (C,)
+    if dweight is not None:
+        dweight += (dout * xhat).sum(axis=0)                         # (C,)
+    if dinp is not None:
+        g = dout * weight                                           # (B, C)
+        dinp += rstd * (g - g.mean(axis=0, keepdims=True)
+                        - xhat * (g * xhat).mean(axis=0, keepdims=True))
 
 
 # ---- rmsnorm -----------------------------------------------------------------
