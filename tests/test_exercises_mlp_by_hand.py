@@ -309,10 +309,7 @@ def batchnorm(dinp, dweight, dbias, dout, cache, bug=None):
         dbias += dbias_part
 
 
-def test_the_books_batchnorm_backward_is_correct(capsys):
-    assert verdict_of(
-        check_batchnorm_backward, layers.batchnorm_backward, capsys
-    ).correct
+def test_a_readers_batchnorm_backward_is_correct(capsys):
     assert verdict_of(check_batchnorm_backward, batchnorm, capsys).correct
 
 
@@ -392,7 +389,7 @@ def test_a_sum_over_the_channels_is_named_where_its_shape_fits(bug, hint, capsys
 
 def test_an_unknown_slip_points_to_hint_3(capsys):
     def answer(dinp, dweight, dbias, dout, cache):
-        layers.batchnorm_backward(dinp, dweight, dbias, dout, cache)
+        batchnorm(dinp, dweight, dbias, dout, cache)
         dinp += 0.1 * dout  # nothing the check knows
 
     verdict = verdict_of(check_batchnorm_backward, answer, capsys)
@@ -419,7 +416,7 @@ def test_batchnorm_stub_raising_and_in_place_changes(capsys):
 
     def changes_dout(dinp, dweight, dbias, dout, cache):
         dout *= cache[1]
-        layers.batchnorm_backward(dinp, dweight, dbias, dout / cache[1], cache)
+        batchnorm(dinp, dweight, dbias, dout / cache[1], cache)
 
     assert_not_yet(
         verdict_of(check_batchnorm_backward, changes_dout, capsys),
@@ -621,3 +618,53 @@ def test_the_tanh_measurement(capsys):
     assert_not_yet(verdict, "ZeroDivisionError")
     assert verdict.where
     assert f"{ratio:.2f}" not in verdict.hint  # the check never prints it
+
+
+# ---- gaming: the book's backward, PyTorch's autograd ---------------------------
+
+
+def test_the_models_own_backward_is_refused(capsys):
+    """model.backward(Y) computes every gradient: the exercises of the
+    backward may not call it."""
+
+    def from_the_book(model, Y):
+        return {f"d{n}": g for n, g in model.backward(Y).items()}
+
+    for check, answer in (
+        (mlp_by_hand.check_mlp_intermediates, from_the_book),
+        (mlp_by_hand.check_mlp_backward, lambda model, Y: model.backward(Y)),
+    ):
+        assert_not_yet(
+            verdict_of(check, answer, capsys),
+            "your code called backprop_lessons.mlp3.ThreeLayerMLP.backward",
+        )
+
+
+def test_batchnorm_refuses_the_books_and_autograd(capsys):
+    def from_the_book(dinp, dweight, dbias, dout, cache):
+        layers.batchnorm_backward(dinp, dweight, dbias, dout, cache)
+
+    assert_not_yet(
+        verdict_of(check_batchnorm_backward, from_the_book, capsys),
+        "your code called backprop_lessons.gpt.layers.batchnorm_backward",
+    )
+
+
+def test_the_input_gradient_refuses_autograd(capsys):
+    import torch
+
+    def by_autograd(model, Y):
+        X = torch.tensor(model.cache["X"], requires_grad=True)
+        p = {n: torch.tensor(v) for n, v in model.params.items()}
+        h = torch.sigmoid(X @ p["W1"] + p["b1"])
+        h = torch.sigmoid(h @ p["W2"] + p["b2"])
+        loss = torch.nn.functional.cross_entropy(
+            h @ p["W3"] + p["b3"], torch.tensor(Y.argmax(axis=1))
+        )
+        loss.backward()
+        return X.grad.numpy()
+
+    assert_not_yet(
+        verdict_of(mlp_by_hand.check_input_gradient, by_autograd, capsys),
+        "your code called Tensor.backward, PyTorch's autograd",
+    )

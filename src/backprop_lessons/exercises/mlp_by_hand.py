@@ -43,11 +43,12 @@ import traceback
 import numpy as np
 
 from ..deep_mlp import layer_gradient_norms, per_layer_ratio
-from ..gpt.layers import BATCHNORM_EPS, batchnorm_forward
+from ..gpt.layers import BATCHNORM_EPS, batchnorm_backward, batchnorm_forward
 from ..gradcheck import close, scaled_difference
 from ..mlp3 import ThreeLayerMLP
 from ..numerics import one_hot, sigmoid
 from .checking import (
+    AUTOGRAD,
     NotAttempted,
     NotYet,
     Verdict,
@@ -65,6 +66,10 @@ from .layer_checks import (
     what_to_write,
 )
 from .questions import Choice, Number
+
+#: What the backwards the reader writes here may not call: the book's own
+#: backward of the model (it returns every gradient), and PyTorch's autograd.
+BY_HAND = (ThreeLayerMLP.backward, AUTOGRAD)
 
 __all__ = [
     "INTERMEDIATES",
@@ -388,7 +393,7 @@ def check_mlp_intermediates(fn, *, exercise: int) -> Verdict:
                 )
         print(tables[0])
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=BY_HAND)
 
 
 def _unwritten_in_failing_line(error) -> str:
@@ -646,7 +651,7 @@ def check_batchnorm_backward(fn, *, exercise: int) -> Verdict:
         cases = [_batchnorm_case(rng, B, C) for B, C in BATCHNORM_SHAPES]
         run_layer_check(fn, cases, todo)
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=(batchnorm_backward, AUTOGRAD))
 
 
 # ---- find the bug, the input gradient, tanh ----------------------------------
@@ -683,7 +688,7 @@ def check_mlp_backward(backward_fn, *, exercise: int) -> Verdict:
                     " on"
                 )
 
-    return run_check(exercise, check, backward_fn)
+    return run_check(exercise, check, backward_fn, refuse=BY_HAND)
 
 
 #: The input gradient's check runs on a general model and on one whose first
@@ -758,7 +763,7 @@ def check_input_gradient(input_gradient, *, exercise: int) -> Verdict:
                 f"difference {scaled_difference(dX, right['dX']):.1e}): {what}"
             )
 
-    return run_check(exercise, check, input_gradient)
+    return run_check(exercise, check, input_gradient, refuse=BY_HAND)
 
 
 #: What the tanh measurement uses; the message of a wrong ratio names it.
