@@ -1,10 +1,11 @@
 """exercises/checking.py: what a check may refuse an answer to call.
 
 A check names the book's own implementation of what the exercise asks for,
-and AUTOGRAD where the exercise asks for a gradient by hand; the reader's
-code that calls one gets "not yet", naming what it called and quoting the
-reader's line, however it was reached (a name bound at import, a method, a
-try/except Exception around it).  The check's own code may call them.
+and AUTOGRAD and BOOKS_AUTODIFF where the exercise asks for a gradient by
+hand; the reader's code that calls one gets "not yet", naming what it
+called and quoting the reader's line, however it was reached (a name bound
+at import, a method, a try/except Exception around it).  The check's own
+code may call them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from backprop_lessons.exercises.checking import (
     AUTOGRAD,
+    BOOKS_AUTODIFF,
     NotYet,
     attempt,
     run_check,
@@ -155,3 +157,86 @@ def test_a_method_of_the_book_can_be_refused(capsys):
         lambda a, b: Value(a.data * b.data, "", (a, b), (b.data, a.data)),
         refuse=(Value.__mul__,),
     ).correct
+
+
+def _hand_check(fn, refuse):
+    """A toy check of d(a*b)/da at a = 2, b = -3, by hand."""
+
+    def check(fn):
+        got = attempt(fn, todo=TODO)
+        if got != -3.0:
+            raise NotYet("wrong derivative")
+
+    return run_check(1, check, fn, refuse=refuse)
+
+
+def _by_the_engine():
+    a, b = Value(2.0), Value(-3.0)
+    (a * b).backward()
+    return a.grad
+
+
+def _by_finite_differences():
+    from backprop_lessons.gradcheck import numerical_gradient
+
+    return round(numerical_gradient(lambda x: x[0] * x[1], [2.0, -3.0])[0], 6)
+
+
+def _by_dual_numbers():
+    from backprop_lessons.forward_mode import jvp
+
+    return jvp(lambda x: x[0] * x[1], [2.0, -3.0], [1.0, 0.0])[1]
+
+
+def _by_the_tensor_engine():
+    from backprop_lessons.tensor import Tensor
+
+    a = Tensor(2.0, requires_grad=True)
+    (a * -3.0).backward()
+    return float(a.grad)
+
+
+@pytest.mark.parametrize(
+    "fn, called",
+    [
+        (_by_the_engine, "backprop_lessons.scalar.Value.backward"),
+        (_by_finite_differences, "backprop_lessons.gradcheck.numerical_gradient"),
+        (_by_dual_numbers, "backprop_lessons.forward_mode.jvp"),
+        (_by_the_tensor_engine, "backprop_lessons.tensor.Tensor.backward"),
+    ],
+)
+def test_the_books_own_differentiation_is_refused_with_it(fn, called, capsys):
+    assert _hand_check(fn, ()).correct  # each gives the right number
+    verdict = _hand_check(fn, (BOOKS_AUTODIFF,))
+    assert verdict.status == "not yet"
+    assert verdict.hint == (
+        f"your code called {called}, the book's own differentiation: this "
+        "exercise asks for the gradient by hand"
+    )
+    assert verdict.where[-1].startswith(f"in {fn.__name__}, line ")
+
+
+def test_a_check_may_say_what_it_refuses_and_a_named_function_wins(capsys):
+    verdict = _hand_check(
+        _by_the_engine,
+        (BOOKS_AUTODIFF, (Value.backward, "the engine's backward: not here")),
+    )
+    assert verdict.hint == (
+        "your code called backprop_lessons.scalar.Value.backward, the "
+        "engine's backward: not here"
+    )
+
+
+def test_a_refusal_is_marked_as_one(capsys):
+    seen = []
+
+    def check(fn):
+        try:
+            attempt(fn, todo=TODO)
+        except NotYet as error:
+            seen.append(error.refused)
+            raise
+
+    run_check(1, check, _by_the_engine, refuse=(BOOKS_AUTODIFF,))
+    run_check(1, check, lambda: {}["nope"])
+    assert seen == [True, False]

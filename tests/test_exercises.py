@@ -4,8 +4,6 @@ solution ("correct"), on a stub ("not attempted yet") and on a wrong answer
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import pytest
 
@@ -28,7 +26,12 @@ from backprop_lessons.exercises.matmul_vjp import (
     check_matmul_vjp as matmul_vjp_check,
 )
 from backprop_lessons.forward_mode import jvp
-from backprop_lessons.scalar import float_sigmoid, topological_order
+from backprop_lessons.scalar import float_sigmoid
+from test_exercises_topological_sort import (
+    depth,
+    iterative_order,
+    readiness_backward,
+)
 
 
 def run(check, *answers, capsys, exercise: int = 1):
@@ -157,15 +160,6 @@ def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():
 # ---- topological sort ----------------------------------------------------------
 
 
-def depth(root):
-    levels = {}
-    for node in topological_order(root):
-        levels[id(node)] = 1 + max(
-            (levels[id(c)] for c in node._children), default=-1
-        )
-    return levels[id(root)]
-
-
 def buggy_order(root):
     order, visited, stack = [], set(), [root]
     while stack:
@@ -175,28 +169,6 @@ def buggy_order(root):
             order.insert(0, node)
             stack.extend(node._children)
     return order
-
-
-def backward_when_ready(root):
-    pending, stack, seen = {}, [root], {id(root)}
-    while stack:
-        node = stack.pop()
-        if node._children:  # leaves accumulate, as with Value.backward
-            node.grad = 0.0
-        for child in node._children:
-            pending[id(child)] = pending.get(id(child), 0) + 1
-            if id(child) not in seen:
-                seen.add(id(child))
-                stack.append(child)
-    root.grad = 1.0
-    ready = deque([root])
-    while ready:
-        node = ready.popleft()
-        for child, local in zip(node._children, node._local_grads):
-            child.grad += local * node.grad
-            pending[id(child)] -= 1
-            if pending[id(child)] == 0:
-                ready.append(child)
 
 
 def backward_without_waiting(root):
@@ -213,19 +185,19 @@ def backward_without_waiting(root):
             topological_sort.check_depth,
             depth,
             lambda root: 1,
-            "relu example should be 3",
+            "relu example f = relu(a*b + d) is 1: it is not the number",
         ),
         (
             topological_sort.check_order_function,
-            topological_order,
+            iterative_order,
             buggy_order,
             "(x used three times), the * node comes before x, one of its inputs",
         ),
         (
             topological_sort.check_readiness_backward,
-            backward_when_ready,
+            readiness_backward,
             backward_without_waiting,
-            "gradients differ on the diamond",
+            "on the diamond w = (y + x) * y, y = x*2, the gradient of x",
         ),
     ],
 )

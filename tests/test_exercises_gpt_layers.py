@@ -1,9 +1,11 @@
 """The checks of the exercises in which the reader writes each GPT layer's
 backward and then the whole model's (backprop_lessons.exercises.gpt_layers).
 
-For every check: the book's own backward is correct, a stub is not
-attempted, an exception of the reader's code is a "not yet" that names it,
-and the classic bugs, written here as a reader would write them, are
+For every check: a right backward, written here as a reader writes it, is
+correct; the book's own backward (called directly, through a name bound at
+import, or in its place another of the package's or PyTorch's ways to the
+same gradient) is refused and named; a stub is not attempted, an exception
+of the reader's code is a "not yet" that names it, and the classic bugs are
 rejected with a hint that names the wrong gradient and, where the check can
 tell, the bug.
 """
@@ -27,6 +29,7 @@ from backprop_lessons.exercises import (
 )
 from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
+from backprop_lessons.gpt.layers import gelu_backward
 from backprop_lessons.gpt.model import BLOCK_PARAMETERS, gpt_backward
 
 torch = pytest.importorskip("torch")
@@ -62,7 +65,54 @@ def stub_pass(*args):
     pass
 
 
+# The reader's layers, right (each written out below, as a reader writes
+# it, with a bug or none), and their capstone: a reader's that calls them.
+
+
+def my_matmul_backward(dinp, dweight, dbias, dout, cache):
+    matmul(dinp, dweight, dbias, dout, cache)
+
+
+def my_gelu_backward(dinp, dout, cache):
+    gelu(dinp, dout, cache)
+
+
+def my_crossentropy_softmax_backward(dlogits, dloss, cache):
+    crossentropy(dlogits, dloss, cache)
+
+
+def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
+    layernorm(dinp, dweight, dbias, dout, cache)
+
+
+def my_encoder_backward(dwte, dwpe, dout, cache):
+    encoder(dwte, dwpe, dout, cache)
+
+
+def my_attention_backward(dinp, dout, cache):
+    attention(dinp, dout, cache)
+
+
+def my_rmsnorm_backward(dinp, dweight, dout, cache):
+    rmsnorm(dinp, dweight, dout, cache)
+
+
+def my_gpt_backward(params, config, cache):
+    return assembled()(params, config, cache)
+
+
 CHECKS = {
+    check_layernorm_backward: my_layernorm_backward,
+    check_gelu_backward: my_gelu_backward,
+    check_crossentropy_softmax_backward: my_crossentropy_softmax_backward,
+    check_attention_backward: my_attention_backward,
+    check_encoder_backward: my_encoder_backward,
+    check_matmul_backward: my_matmul_backward,
+    check_rmsnorm_backward: my_rmsnorm_backward,
+    check_gpt_backward: my_gpt_backward,
+}
+#: The book's version of each, which the check refuses.
+BOOKS = {
     check_layernorm_backward: layers.layernorm_backward,
     check_gelu_backward: layers.gelu_backward,
     check_crossentropy_softmax_backward: layers.crossentropy_softmax_backward,
@@ -76,7 +126,7 @@ LAYER_CHECKS = [c for c in CHECKS if c is not check_gpt_backward]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-def test_the_books_backward_is_correct(check, capsys):
+def test_a_right_backward_is_correct(check, capsys):
     verdict = run(check, CHECKS[check], capsys)
     assert verdict.correct, str(verdict)
 
@@ -189,11 +239,11 @@ def test_each_layer_check_runs_three_shape_sets_one_with_a_single_b_or_t(
 def test_the_notebook_owns_the_exercise_number(capsys):
     """A check takes the number its chapter gives the exercise, and has none
     of its own (two copies of it disagreed once)."""
-    verdict = check_layernorm_backward(layers.layernorm_backward, exercise=4)
+    verdict = check_layernorm_backward(my_layernorm_backward, exercise=4)
     assert str(verdict) == "Exercise 4: correct"
     capsys.readouterr()
     with pytest.raises(TypeError, match="exercise"):
-        check_layernorm_backward(layers.layernorm_backward)
+        check_layernorm_backward(my_layernorm_backward)
 
 
 def test_a_backward_that_returns_its_gradient_is_told_to_add(capsys):
@@ -208,7 +258,7 @@ def test_a_backward_that_returns_its_gradient_is_told_to_add(capsys):
 
 def test_changing_dout_in_place_is_caught(capsys):
     def in_place(dinp, dweight, dbias, dout, cache):
-        layers.layernorm_backward(dinp, dweight, dbias, dout, cache)
+        layernorm(dinp, dweight, dbias, dout, cache)
         dout *= 2
 
     assert_not_yet(
@@ -315,7 +365,7 @@ def test_layernorm_bugs(bug, hint, capsys):
 
 def test_layernorm_rebinding_the_buffer_is_explained(capsys):
     def rebinds(dinp, dweight, dbias, dout, cache):
-        layers.layernorm_backward(dinp, dweight, None, dout, cache)
+        layernorm(dinp, dweight, dbias, dout, cache, bug="no dbias")
         dbias = dbias + dout.sum(axis=(0, 1))  # a new array
 
     assert_not_yet(
@@ -685,15 +735,13 @@ def test_matmul_bugs(bug, hints, capsys):
 
 
 def without(step):
-    """The book's gpt_backward with one layer's backward dropped: `step`
-    names the layers function to replace by one that does nothing, on its
-    n-th call (counting from 0) only."""
-    import backprop_lessons.gpt.model as model
-
+    """A capstone of the book's layers (the capstone may call them) that
+    skips the layer function `step = (name, n)`'s n-th call (counting from
+    0) only."""
     name, nth = step
+    original = getattr(layers, name)
 
     def backward(params, config, cache):
-        original = getattr(model, name)
         calls = []
 
         def maybe(*args):
@@ -701,11 +749,10 @@ def without(step):
             if len(calls) - 1 != nth:
                 original(*args)
 
-        setattr(model, name, maybe)
-        try:
-            return model.gpt_backward(params, config, cache)
-        finally:
-            setattr(model, name, original)
+        slots = {
+            k: maybe if fn is original else fn for k, fn in BOOKS_LAYERS.items()
+        }
+        return assembled(**slots)(params, config, cache)
 
     return backward
 
@@ -728,14 +775,14 @@ def test_gpt_backward_with_one_layer_dropped(step, hint, capsys):
 
 def test_gpt_backward_returning_too_little_or_changing_params(capsys):
     def missing(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         del grads["wpe"]
         return grads
 
     assert_not_yet(run(check_gpt_backward, missing, capsys), "wpe missing")
 
     def changes(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         params["lnfb"] -= 0.1 * grads["lnfb"]
         return grads
 
@@ -744,7 +791,7 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
     )
 
     def wrong_shape(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         grads["qkvw"] = grads["qkvw"][0]
         return grads
 
@@ -754,7 +801,7 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
     )
 
     def a_list(params, config, cache):
-        return list(gpt_backward(params, config, cache).values())
+        return list(my_gpt_backward(params, config, cache).values())
 
     assert_not_yet(
         run(check_gpt_backward, a_list, capsys),
@@ -762,7 +809,7 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
     )
 
     def nan(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         grads["fcb"][1, 0] = np.nan
         return grads
 
@@ -771,7 +818,7 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
     )
 
     def zero_wte(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         grads["wte"][:] = 0
         return grads
 
@@ -785,29 +832,21 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
 # as a reader's that passed its exercise, unless a test replaces it.
 
 
-def my_matmul_backward(dinp, dweight, dbias, dout, cache):
-    layers.matmul_backward(dinp, dweight, dbias, dout, cache)
-
-
-def my_gelu_backward(dinp, dout, cache):
-    layers.gelu_backward(dinp, dout, cache)
-
-
-def my_crossentropy_softmax_backward(dlogits, dloss, cache):
-    layers.crossentropy_softmax_backward(dlogits, dloss, cache)
-
-
-def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
-    layers.layernorm_backward(dinp, dweight, dbias, dout, cache)
-
-
-def my_encoder_backward(dwte, dwpe, dout, cache):
-    layers.encoder_backward(dwte, dwpe, dout, cache)
-
-
-def my_attention_backward(dinp, dout, cache):
-    layers.attention_backward(dinp, dout, cache)
-
+#: The book's layer for each of a capstone's calls (`assembled`'s names).
+BOOKS_LAYERS = {
+    "loss": layers.crossentropy_softmax_backward,
+    "lm_head": layers.matmul_backward,
+    "lnf": layers.layernorm_backward,
+    "encoder": layers.encoder_backward,
+    "ln1": layers.layernorm_backward,
+    "qkv": layers.matmul_backward,
+    "att": layers.attention_backward,
+    "attproj": layers.matmul_backward,
+    "ln2": layers.layernorm_backward,
+    "fc": layers.matmul_backward,
+    "gelu": layers.gelu_backward,
+    "fcproj": layers.matmul_backward,
+}
 
 #: The reader's layers and the numbers chapter 6 gives their exercises.
 READERS_LAYERS = {
@@ -1029,7 +1068,7 @@ def test_the_capstone_watches_every_layer_cache_of_gpt_forward():
 @pytest.mark.parametrize("part", ["head", "embedding"])
 def test_gpt_backward_with_one_part_of_wte(part, capsys):
     def one_part(params, config, cache):
-        grads = gpt_backward(params, config, cache)
+        grads = my_gpt_backward(params, config, cache)
         head = np.zeros_like(grads["wte"])
         dlogits = np.zeros_like(cache["logits"])
         layers.crossentropy_softmax_backward(dlogits, 1.0, cache["loss"])
@@ -1307,3 +1346,234 @@ def test_every_mutant_of_the_capstone_solution_fails(change, capsys):
         return grads
 
     assert not run(check_gpt_backward, mutant, capsys).correct
+
+
+# ---- what the checks refuse ---------------------------------------------------
+#
+# An answer that hands back the book's gradient instead of computing it:
+# the book's own layer (the function itself, a name bound at import), the
+# package's other code for the same gradient (chapter 10's FlashAttention
+# and fused classifier, the tensor engine), and PyTorch's autograd.  Each
+# is "not yet", naming what was called and quoting the reader's line.
+
+
+def refused(verdict, called: str, line: str = "") -> None:
+    assert_not_yet(verdict, f"your code called {called}")
+    assert "shapes" not in verdict.hint, str(verdict)  # nothing else to say
+    if line:
+        assert verdict.where[-1].endswith(line), verdict.where
+
+
+@pytest.mark.parametrize("check", BOOKS, ids=lambda c: c.__name__)
+def test_the_books_own_backward_is_refused(check, capsys):
+    fn = BOOKS[check]
+    verdict = run(check, fn, capsys)
+    refused(
+        verdict,
+        f"{fn.__module__}.{fn.__name__}, the book's own version of what this "
+        "exercise asks you to write",
+    )
+
+
+def test_a_name_bound_at_import_is_refused(capsys):
+    def my_gelu_backward(dinp, dout, cache):
+        gelu_backward(dinp, dout, cache)  # the book's, imported by name
+
+    refused(
+        run(check_gelu_backward, my_gelu_backward, capsys),
+        "backprop_lessons.gpt.layers.gelu_backward",
+        ": gelu_backward(dinp, dout, cache) # the book's, imported by name",
+    )
+
+
+def _layernorm_in_torch(inp, weight, bias):
+    return torch.nn.functional.layer_norm(
+        inp, inp.shape[-1:], weight, bias, layers.LAYERNORM_EPS
+    )
+
+
+def layernorm_by_backward(dinp, dweight, dbias, dout, cache):
+    inp, weight, mean, rstd = cache
+    x, w = torch.tensor(inp, requires_grad=True), torch.tensor(weight)
+    w.requires_grad_(True)
+    b = torch.zeros_like(w, requires_grad=True)
+    _layernorm_in_torch(x, w, b).backward(torch.tensor(dout))
+    dinp += x.grad.numpy()
+    dweight += w.grad.numpy()
+    dbias += b.grad.numpy()
+
+
+def layernorm_by_autograd_grad(dinp, dweight, dbias, dout, cache):
+    inp, weight, mean, rstd = cache
+    x = torch.tensor(inp, requires_grad=True)
+    out = _layernorm_in_torch(x, torch.tensor(weight), None)
+    (dx,) = torch.autograd.grad(out, x, torch.tensor(dout))
+    dinp += dx.numpy()
+
+
+def layernorm_by_torch_func(dinp, dweight, dbias, dout, cache):
+    inp, weight, mean, rstd = cache
+    w = torch.tensor(weight)
+    _, vjp = torch.func.vjp(
+        lambda x: _layernorm_in_torch(x, w, None), torch.tensor(inp)
+    )
+    dinp += vjp(torch.tensor(dout))[0].numpy()
+
+
+def gelu_by_the_tensor_engine(dinp, dout, cache):
+    from backprop_lessons.tensor import Tensor
+
+    inp, tanh_u = cache
+    x = Tensor(inp, requires_grad=True)
+    u = (x + x**3 * 0.044715) * math.sqrt(2 / math.pi)
+    y = x * 0.5 * (u.tanh() + 1.0)
+    (y * Tensor(dout)).sum().backward()  # the book's autodiff, by a method
+    dinp += x.grad
+
+
+def matmul_by_the_tensor_rule(dinp, dweight, dbias, dout, cache):
+    from backprop_lessons.tensor import Tensor
+
+    inp, weight = cache
+    Tensor.matmul_backward(dout, (inp, weight.T), (True, True))
+
+
+def attention_by_flash(dinp, dout, cache):
+    inp, att, n_head = cache
+    _, flash = layers.flash_attention_forward(inp, n_head)  # the forward: fine
+    layers.flash_attention_backward(dinp, dout, flash)
+
+
+def crossentropy_by_the_fused_classifier(dlogits, dloss, cache):
+    """The fused classifier with the identity as its weight: its dinp is
+    dlogits."""
+    probs, targets = cache
+    V = probs.shape[-1]
+    _, fused = layers.fused_classifier_forward(np.log(probs), np.eye(V), targets)
+    layers.fused_classifier_backward(dlogits, np.zeros((V, V)), dloss, fused)
+
+
+def gpt_by_torch(params, config, cache):
+    from backprop_lessons.gpt import reference
+
+    idx, (_, targets) = cache["encoder"], cache["loss"]
+    return reference.torch_forward_backward(params, config, idx, targets)[1]
+
+
+def gpt_by_the_books(params, config, cache):
+    grads = gpt_backward(params, config, cache)
+    return {name: g.copy() for name, g in grads.items()}
+
+
+@pytest.mark.parametrize(
+    "check, gaming, called, line",
+    [
+        (
+            check_layernorm_backward,
+            layernorm_by_backward,
+            "Tensor.backward, PyTorch's autograd: this exercise asks for the "
+            "gradient by hand",
+            ".backward(torch.tensor(dout))",
+        ),
+        (
+            check_layernorm_backward,
+            layernorm_by_autograd_grad,
+            "torch.autograd.grad, PyTorch's autograd",
+            "torch.autograd.grad(out, x, torch.tensor(dout))",
+        ),
+        (
+            check_layernorm_backward,
+            layernorm_by_torch_func,
+            "torch.func.vjp, PyTorch's autograd",
+            "",
+        ),
+        (
+            check_gelu_backward,
+            gelu_by_the_tensor_engine,
+            "backprop_lessons.tensor.Tensor.backward, the book's own "
+            "differentiation: this exercise asks for the gradient by hand",
+            "# the book's autodiff, by a method",
+        ),
+        (
+            check_matmul_backward,
+            matmul_by_the_tensor_rule,
+            "backprop_lessons.tensor.Tensor.matmul_backward, the book's own "
+            "differentiation",
+            "(True, True))",
+        ),
+        (
+            check_attention_backward,
+            attention_by_flash,
+            "backprop_lessons.gpt.layers.flash_attention_backward, the book's "
+            "FlashAttention backward",
+            "layers.flash_attention_backward(dinp, dout, flash)",
+        ),
+        (
+            check_crossentropy_softmax_backward,
+            crossentropy_by_the_fused_classifier,
+            "backprop_lessons.gpt.layers.fused_classifier_backward, the book's "
+            "fused classifier backward",
+            "",
+        ),
+        (
+            check_gpt_backward,
+            gpt_by_torch,
+            "Tensor.backward, PyTorch's autograd",
+            "",
+        ),
+        (
+            check_gpt_backward,
+            gpt_by_the_books,
+            "backprop_lessons.gpt.model.gpt_backward, the book's own version",
+            "grads = gpt_backward(params, config, cache)",
+        ),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_another_way_to_the_books_gradient_is_refused(
+    check, gaming, called, line, capsys
+):
+    verdict = run(check, gaming, capsys)
+    refused(verdict, called, line)
+    assert verdict.where[0].startswith(f"in {gaming.__name__}, line ")
+
+
+def test_the_capstone_may_call_the_books_layers_and_the_readers(capsys):
+    """The capstone is the wiring: the book's layers, or the reader's that
+    call the book's, pass (the layers' own exercises refuse those)."""
+    assert run(check_gpt_backward, assembled(**BOOKS_LAYERS), capsys).correct
+
+    def my_gelu_backward(dinp, dout, cache):
+        layers.gelu_backward(dinp, dout, cache)
+
+    verdict = run(check_gelu_backward, my_gelu_backward, capsys)
+    refused(verdict, "backprop_lessons.gpt.layers.gelu_backward")
+    assert run(
+        check_gpt_backward, assembled(gelu=my_gelu_backward), capsys
+    ).correct
+
+
+def test_a_layer_that_calls_the_books_is_not_blamed_for_the_wiring(capsys):
+    """A wrong capstone whose layers call the book's: the first wrong
+    gradient is told, not a layer (its gradients are right)."""
+
+    def my_gelu_backward(dinp, dout, cache):
+        layers.gelu_backward(dinp, dout, cache)
+
+    the_chapter_ran_its_layer_checks(capsys, gelu=my_gelu_backward)
+    verdict = run(
+        check_gpt_backward,
+        assembled(dloss=2.0, gelu=my_gelu_backward),
+        capsys,
+    )
+    assert_not_yet(verdict, "grads['lnfw'] is wrong", "the first wrong gradient")
+    assert "your" not in verdict.hint, str(verdict)
+
+
+def test_autograd_in_a_layer_of_the_capstone_is_refused_there(capsys):
+    verdict = run(
+        check_gpt_backward, assembled(ln2=layernorm_by_autograd_grad), capsys
+    )
+    refused(verdict, "torch.autograd.grad, PyTorch's autograd")
+    assert verdict.where[0].startswith("in my_gpt_backward, line ")
+    assert verdict.where[-1].startswith("in layernorm_by_autograd_grad, line ")

@@ -13,9 +13,13 @@ from collections import deque
 
 import pytest
 
+from backprop_lessons import example_graphs
+from backprop_lessons.example_graphs import backward_in_order
 from backprop_lessons.exercises import topological_sort
 from backprop_lessons.exercises.topological_sort import (
     check_backward,
+    check_depth,
+    check_order_function,
     check_readiness_backward,
     check_topological_order,
     your_engine,
@@ -129,8 +133,36 @@ def raising_order(root):
 
 
 def test_the_order_check_takes_any_valid_order(capsys):
-    for right in (iterative_order, kahn_order, topological_order):
+    for right in (iterative_order, kahn_order):
         assert run(check_topological_order, right, capsys).correct
+
+
+def graph_order_module(root):
+    from backprop_lessons import graph_order
+
+    return graph_order.topological_order(root)
+
+
+@pytest.mark.parametrize("check", [check_topological_order, check_order_function])
+@pytest.mark.parametrize(
+    "gaming",
+    [
+        topological_order,  # the package's own, handed over as the answer
+        lambda root: topological_order(root),  # a name bound at import
+        graph_order_module,  # through its module
+        lambda root: list(topological_order(root)),
+    ],
+)
+def test_the_packages_order_is_refused(check, gaming, capsys):
+    """Exercises 1 and 4 ask for the order itself: the package's is
+    refused, named, however it is reached."""
+    verdict = run(check, gaming, capsys)
+    assert_verdict(
+        verdict,
+        "not yet",
+        "your code called backprop_lessons.graph_order.topological_order, "
+        "the book's own version of what this exercise asks you to write",
+    )
 
 
 @pytest.mark.parametrize(
@@ -219,11 +251,76 @@ def backward_loop(
                 child.grad = value
 
 
-def test_the_backward_check_takes_the_loop_and_the_packages_backward(capsys):
+def test_the_backward_check_takes_the_loop(capsys):
     assert run(check_backward, backward_loop, capsys).correct
-    assert run(check_backward, Value.backward, capsys).correct
     seed_added = lambda root: backward_loop(root, seed="+=")  # noqa: E731
     assert run(check_backward, seed_added, capsys).correct  # the same, zeroed
+
+
+def backward_by_torch(root):
+    """The graph rebuilt in PyTorch, one tensor per value (a node as its
+    local derivatives times its inputs: the same gradients), and
+    torch.autograd.grad for them."""
+    import torch
+
+    order = kahn_order(root)  # the reader's own order
+    tensors = {}
+    for v in order:
+        if v._children:
+            tensors[id(v)] = sum(
+                local * tensors[id(c)]
+                for c, local in zip(v._children, v._local_grads)
+            )
+        else:
+            tensors[id(v)] = torch.tensor(v.data, requires_grad=True)
+    leaves = [v for v in order if not v._children]
+    grads = torch.autograd.grad(
+        tensors[id(root)], [tensors[id(v)] for v in leaves]
+    )
+    for v, g in zip(leaves, grads):
+        v.grad += g.item()
+
+
+def backward_by_the_engine_of_the_network(root):
+    Engine().backward(root)  # the package's, through a method of its engine
+
+
+def backward_by_the_stepper(root):
+    from backprop_lessons.widgets import backward_frames
+
+    backward_frames(root)
+
+
+BACKWARD_GAMING = [
+    (Value.backward, "Value.backward, the book's own version"),
+    (lambda root: root.backward(), "Value.backward, the book's own version"),
+    (backward_by_the_engine_of_the_network, "Value.backward"),
+    (
+        lambda root: backward_in_order(kahn_order(root), root),
+        "example_graphs.backward_in_order, the book's own version",
+    ),
+    (
+        lambda root: example_graphs.backward_in_order([root], root),
+        "example_graphs.backward_in_order",
+    ),
+    (backward_by_the_stepper, "widgets.backward.backward_frames"),
+    (
+        lambda root: topological_sort._backward_with(root),
+        "topological_sort._backward_with",
+    ),
+    (backward_by_torch, "torch.autograd.grad, PyTorch's autograd"),
+]
+
+
+@pytest.mark.parametrize("gaming, called", BACKWARD_GAMING)
+def test_the_packages_backward_and_autograd_are_refused(gaming, called, capsys):
+    """Exercise 2 asks for the backward loop: the package's own backward,
+    however reached (the method, the engine's, example_graphs' loop, the
+    stepper's frames, the check's own), and PyTorch's autograd are refused
+    and named."""
+    verdict = run(check_backward, gaming, capsys)
+    assert_verdict(verdict, "not yet", "your code called")
+    assert called in verdict.hint, verdict.hint
 
 
 @pytest.mark.parametrize(
@@ -298,40 +395,162 @@ def test_readiness_that_counts_each_value_once_fails(capsys):
     f = a + a**2): the mutation test's survivor (issue 46)."""
 
     def counts_once(root):
-        pending, stack, seen = {}, [root], {id(root)}
-        while stack:
-            node = stack.pop()
-            if node._children:
-                node.grad = 0.0
-            for child in node._children:
-                pending[id(child)] = 1  # the mutant: each value counted once
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append(child)
-        root.grad = 1.0
-        ready = deque([root])
-        while ready:
-            node = ready.popleft()
-            for child, local in zip(node._children, node._local_grads):
-                child.grad += local * node.grad
-                pending[id(child)] -= 1
-                if pending[id(child)] == 0:
-                    ready.append(child)
+        readiness_backward(root, counts=False)
 
     verdict = run(check_readiness_backward, counts_once, capsys)
     assert_verdict(verdict, "not yet", "a used at two depths", "count every use")
 
 
-def test_readiness_keeps_the_backward_contract(capsys):
-    """Leaves accumulate, values computed by an operation start from 0."""
-
-    def zeroes_the_leaves_too(root):
-        for node in topological_order(root):
+def readiness_backward(root, *, leaves=False, counts=True, push="+="):
+    """Backward as gradients become ready, right with the defaults; each
+    argument one slip (`leaves`: zero the leaves too; `counts=False`: each
+    value awaited as one push; `push`: "+=", "-=" or "local")."""
+    pending, stack, seen = {}, [root], {id(root)}
+    while stack:
+        node = stack.pop()
+        if node._children or leaves:
             node.grad = 0.0
-        root.backward()
+        for child in node._children:
+            pending[id(child)] = pending.get(id(child), 0) + 1 if counts else 1
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    root.grad = 1.0
+    ready = deque([root])
+    while ready:
+        node = ready.popleft()
+        for child, local in zip(node._children, node._local_grads):
+            if push == "local":
+                child.grad += local
+            else:
+                child.grad += local * node.grad * (-1 if push == "-=" else 1)
+            pending[id(child)] -= 1
+            if pending[id(child)] == 0:
+                ready.append(child)
 
-    verdict = run(check_readiness_backward, zeroes_the_leaves_too, capsys)
-    assert_verdict(verdict, "not yet", "diamond, a second time")
+
+def test_readiness_takes_a_right_answer(capsys):
+    assert run(check_readiness_backward, readiness_backward, capsys).correct
+
+
+@pytest.mark.parametrize(
+    "slip, hints",
+    [
+        ({"leaves": True}, ["diamond, a second time", "zeroes the leaves"]),
+        ({"push": "-="}, ["wrong sign"]),
+        ({"push": "local"}, ["only the local derivative"]),
+        ({"counts": False}, ["count every use"]),
+    ],
+)
+def test_readiness_names_each_slip_without_a_gradient(slip, hints, capsys):
+    """Leaves accumulate, values computed by an operation start from 0; a
+    slip is named, and no gradient the reader must find is printed."""
+    verdict = run(
+        check_readiness_backward,
+        lambda root: readiness_backward(root, **slip),
+        capsys,
+    )
+    assert_verdict(verdict, "not yet", *hints)
+    assert "instead of" not in verdict.hint
+
+
+def test_readiness_of_an_unknown_slip_names_the_values_not_their_gradients(
+    capsys,
+):
+    def off_by_a_bit(root):
+        readiness_backward(root)
+        for v in kahn_order(root):
+            if not v._children:
+                v.grad *= 1.01
+
+    verdict = run(check_readiness_backward, off_by_a_bit, capsys)
+    assert_verdict(verdict, "not yet", "the gradient of", "is wrong")
+    assert not any(ch.isdigit() for ch in verdict.hint.split("is wrong")[1])
+
+
+@pytest.mark.parametrize(
+    "gaming, called",
+    [
+        (
+            lambda root: readiness_backward(root) or topological_order(root),
+            "graph_order.topological_order",
+        ),
+        *BACKWARD_GAMING,
+    ],
+)
+def test_readiness_refuses_an_order_and_the_packages_backward(
+    gaming, called, capsys
+):
+    """Exercise 5 computes no topological order first, and refuses the
+    package's backward and autograd as exercise 2 does."""
+    verdict = run(check_readiness_backward, gaming, capsys)
+    assert_verdict(verdict, "not yet", "your code called")
+    assert called in verdict.hint, verdict.hint
+
+
+# ---- exercise: the depth -----------------------------------------------------
+
+
+def depth(root, pick=max):
+    """The depth (`pick=min`: the shortest path's, a slip)."""
+    level = {}
+    for node in topological_order(root):
+        inputs = (level[id(c)] for c in node._children)
+        level[id(node)] = 1 + pick(inputs, default=-1)
+    return level[id(root)]
+
+
+def shortest(root):
+    return depth(root, min)
+
+
+def first_input_only(root):
+    steps = 0
+    while root._children:
+        steps, root = steps + 1, root._children[0]
+    return steps
+
+
+def recursive_depth(root):
+    return 1 + max(map(recursive_depth, root._children), default=-1)
+
+
+def test_the_depth_check_takes_a_right_answer_and_a_stub(capsys):
+    assert run(check_depth, depth, capsys).correct
+    assert run(check_depth, stub, capsys).status == "not attempted yet"
+
+
+@pytest.mark.parametrize(
+    "wrong, hints",
+    [
+        (lambda root: depth(root) + 1, ["counts the values", "depth 0"]),
+        (lambda root: depth(root) - 1, ["one short"]),
+        (shortest, ["shortest path", "relu example"]),
+        (first_input_only, ["first input only"]),
+        (
+            lambda root: sum(1 for v in topological_order(root) if v._children),
+            ["every operation of the graph"],
+        ),
+        (lambda root: len(topological_order(root)), ["every value"]),
+        (lambda root: str(depth(root)), ["a whole number"]),
+        (recursive_depth, ["recursed", "explicit stack"]),
+        (lambda root: 3, ["is 3: it is not the number of operations"]),
+    ],
+)
+def test_the_depth_check_names_each_slip_without_the_depth(wrong, hints, capsys):
+    """Chapter 2's exercise 3 printed the expected depth ("should be 3"): a
+    table of the printed depths would pass.  Now a slip is named, the
+    reader's own number quoted, never the right one; and the graphs it
+    runs on are not the page's."""
+    verdict = run(check_depth, wrong, capsys)
+    assert_verdict(verdict, "not yet", *hints)
+    assert "should be" not in verdict.hint
+
+
+def test_a_table_of_the_pages_depths_does_not_pass(capsys):
+    pages = {"f": 3, "o": 4}  # the relu example's and the neuron's
+    verdict = run(check_depth, lambda root: pages.get(root.label, 0), capsys)
+    assert_verdict(verdict, "not yet", "graph out = (a + a) * c")
 
 
 # ---- the engine the network trains with ----------------------------------------

@@ -417,22 +417,100 @@ def test_the_children_may_be_a_list_and_the_derivatives_ints(capsys):
 
 
 def test_an_operation_must_build_its_node_itself(capsys):
-    """`return a * b` would pass every comparison: the package's own
-    operations refuse while the check runs the reader's code, and are back
-    afterwards."""
+    """`return a * b` would pass every comparison: the check refuses the
+    package's own operations while it runs the reader's code (an operator,
+    a method, the method called by its name), and they work afterwards."""
     for name, answer, words in [
-        ("check_mul", lambda a, b: a * b, "the package's own * (Value.__mul__)"),
+        ("check_mul", lambda a, b: a * b, "Value.__mul__, the package's own *"),
+        ("check_mul", lambda a, b: Value.__mul__(a, b), "Value.__mul__"),
+        ("check_mul", lambda a, b: 1.0 * a * b, "Value.__rmul__"),
         ("check_add", lambda a, b: a + b, "the package's own +"),
         ("check_pow", lambda x, k: x**k, "the package's own **"),
         ("check_exp", lambda x: x.exp(), "the package's own .exp()"),
-        ("check_tanh", lambda x: x.tanh(), "the package's own .tanh()"),
+        ("check_tanh", lambda x: x.tanh(), "Value.tanh, the package's own"),
         ("check_relu", lambda x: x.relu(), "the package's own .relu()"),
+        ("check_divide", lambda a, b: a / b, "the package's own /"),
+        ("check_softplus", lambda v: (v.exp() + 1).log(), "own .exp()"),
     ]:
         verdict = run(getattr(value_nodes, name), answer, capsys)
+        assert_not_yet(verdict, "your code called backprop_lessons.scalar.")
         assert_not_yet(verdict, words, "build the one node")
         assert verdict.where and verdict.where[0].startswith("in <lambda>")
     a = Value(2.0)
     assert (a * 3 + 1).data == 7.0 and a.exp().data == math.exp(2.0)
+
+
+def _tanh_by_dual_numbers(x):
+    from backprop_lessons.forward_mode import Dual
+
+    t = Dual(x.data, 1.0).tanh()  # its tangent: the local derivative
+    return Value(t.value, "", (x,), (t.tangent,), "tanh")
+
+
+def _tanh_by_torch(x):
+    import torch
+
+    y = torch.tensor(x.data, dtype=torch.float64, requires_grad=True)
+    t = torch.tanh(y)
+    t.backward()
+    return Value(t.item(), "", (x,), (y.grad.item(),), "tanh")
+
+
+def _tanh_by_torch_func(x):
+    import torch
+
+    y = torch.tensor(x.data, dtype=torch.float64)
+    slope = torch.func.grad(torch.tanh)(y)
+    return Value(math.tanh(x.data), "", (x,), (slope.item(),), "tanh")
+
+
+def _tanh_by_the_engine(x):
+    t = Value(x.data)
+    out = t.tanh()
+    out.backward()
+    return Value(out.data, "", (x,), (t.grad,), "tanh")
+
+
+def _tanh_by_finite_differences(x):
+    from backprop_lessons.gradcheck import numerical_gradient
+
+    (slope,) = numerical_gradient(lambda xs: math.tanh(xs[0]), [x.data])
+    return Value(math.tanh(x.data), "", (x,), (slope,), "tanh")
+
+
+def _softplus_by_the_packages_sigmoid(v):
+    from backprop_lessons.scalar import float_sigmoid as sigmoid
+
+    x = v.data
+    value = max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+    return Value(value, "", (v,), (sigmoid(x),), "softplus")
+
+
+@pytest.mark.parametrize(
+    "name, gaming, words",
+    [
+        ("check_tanh", _tanh_by_dual_numbers, "forward_mode.tanh_jvp, the"),
+        ("check_tanh", _tanh_by_torch, "Tensor.backward, PyTorch's autograd"),
+        ("check_tanh", _tanh_by_torch_func, "torch.func.grad, PyTorch's"),
+        ("check_tanh", _tanh_by_the_engine, "Value.tanh"),
+        (
+            "check_tanh",
+            _tanh_by_finite_differences,
+            "gradcheck.numerical_gradient",
+        ),
+        ("check_softplus", _softplus_by_the_packages_sigmoid, "float_sigmoid"),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_a_derivative_found_by_differentiation_is_refused(
+    name, gaming, words, capsys
+):
+    """The local derivative is the reader's to work out: PyTorch's autograd,
+    the book's engines, dual numbers, finite differences and the package's
+    helpers for it are refused, named, and the reader's line quoted."""
+    verdict = run(getattr(value_nodes, name), gaming, capsys)
+    assert_not_yet(verdict, "your code called", words)
+    assert verdict.where and verdict.where[-1].startswith(f"in {gaming.__name__}")
 
 
 def test_an_operation_may_not_change_its_inputs(capsys):
@@ -585,15 +663,15 @@ def test_softplus_must_be_right_far_left(capsys):
 
 
 def float_sigmoid(x):
-    from backprop_lessons.scalar import float_sigmoid as sigmoid
-
-    return sigmoid(x)
+    """The sigmoid, the reader's way (the package's is refused)."""
+    e = math.exp(-abs(x))
+    return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
 
 
 @pytest.mark.parametrize(
     "wrong,words",
     [
-        (lambda v: (v.exp() + 1).log(), "one new Value"),
+        (lambda v: Value(softplus(v).data, "", (), (0.5,)), "one new Value"),
         (
             lambda v: Value(softplus(v).data, "", (v,), (math.exp(v.data),)),
             "not d/dx ln(1 + e^x)",
@@ -633,8 +711,40 @@ def buggy_divide(a, b):
 @pytest.mark.parametrize(
     "wrong,words",
     [
-        (buggy_divide, "d/db is 0.750000"),
-        (lambda a, b: a * b**-1, "one node whose children are (a, b)"),
+        (buggy_divide, "at a = 3, b = 2: d/db has the wrong sign"),
+        (
+            lambda a, b: Value(
+                a.data / b.data, "", (a, b), (1 / b.data, -a.data / b.data)
+            ),
+            "at a = 3, b = 2: d/db is -a / b",
+        ),
+        (
+            lambda a, b: Value(
+                a.data / b.data, "", (a, b), (-a.data / b.data**2, 1 / b.data)
+            ),
+            "swapped",
+        ),
+        (
+            lambda a, b: Value(a.data / b.data, "", (a, b), (1 / b.data, 0.0)),
+            (
+                "at a = 3, b = 2: d/db is 0,",
+                "not the derivative of a / b with respect to b",
+            ),
+        ),
+        (
+            lambda a, b: Value(a.data / b.data, "", (a, b), (1 / b.data,)),
+            "a tuple of two numbers",
+        ),
+        (
+            lambda a, b: (
+                Value(
+                    a.data / b.data, "", (a, b), (1 / b.data, a.data / b.data**2)
+                )
+                if a.data < 0
+                else divide(a, b)
+            ),
+            "at a = -1.5, b = 0.5",
+        ),
         (
             lambda a, b: Value(a.data / b.data, "", (b, a), (1, 1), "/"),
             "children are (a, b)",
@@ -642,12 +752,16 @@ def buggy_divide(a, b):
         (lambda a, b: a.data / b.data, "must return a Value"),
         (
             lambda a, b: Value(a.data * b.data, "", (a, b), (1, 1), "/"),
-            "should be 1.5",
+            "at a = 3, b = 2, divide's forward value is 6.0, which is not a / b",
         ),
     ],
 )
 def test_divide_slips(wrong, words, capsys):
-    assert_not_yet(run(value_nodes.check_divide, wrong, capsys), words)
+    """Each named; no hint prints a derivative (nor the forward value) the
+    reader is asked for: the right d/db at (3, 2) is -0.75."""
+    verdict = run(value_nodes.check_divide, wrong, capsys)
+    assert_not_yet(verdict, *([words] if isinstance(words, str) else words))
+    assert "0.75" not in verdict.hint and "should be" not in verdict.hint
 
 
 def test_divide_by_itself_has_gradient_zero(capsys):

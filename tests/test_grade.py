@@ -3,8 +3,9 @@ its stub cell's verdict, through the checks' own channel
 (`checking.record_verdicts`), whatever the notebook prints.
 
 Two kernel runs in all (a second or two each, plus a deliberate 4-second
-time limit): one notebook holds every case of a finished run, another a
-cell that runs past the time limit and a kernel that dies.  The layout
+time limit): one notebook holds every case of a finished run (answers
+that call what their check refuses among them), another a cell that runs
+past the time limit and a kernel that dies.  The layout
 tests read the stored chapters without running them.
 """
 
@@ -74,7 +75,29 @@ EXPECTED = {
     8: (grade.NOT_YET, "NameError"),  # the stub cell raised
     9: (grade.NOT_YET, "not a check of backprop_lessons"),  # a toy check
     10: (grade.CORRECT, ""),  # a prediction
+    # gaming: the right numbers, from the book's backward or PyTorch's
+    11: (
+        grade.NOT_YET,
+        "your code called backprop_lessons.scalar.Value.backward",
+    ),
+    12: (grade.NOT_YET, "your code called Tensor.backward, PyTorch's autograd"),
 }
+
+#: exercise 11's answer: the engine's backward gives the right numbers
+BY_THE_BOOK = """def answer():
+    a, b = Value(-2.0), Value(3.0)
+    (a * b + b**2).backward()
+    return {"a": a.grad, "b": b.grad}
+"""
+#: exercise 12's: PyTorch's autograd gives them too
+BY_TORCH = """def answer():
+    import torch
+
+    a = torch.tensor(-2.0, requires_grad=True)
+    b = torch.tensor(3.0, requires_grad=True)
+    (a * b + b**2).backward()
+    return {"a": a.grad.item(), "b": b.grad.item()}
+"""
 
 
 def _finished_run(folder: Path) -> Path:
@@ -142,6 +165,13 @@ def _finished_run(folder: Path) -> Path:
                 'check_prediction("bubble", my_bubble, measured=0.2, p=2, m=4,\n'
                 "                 exercise=10)"
             ),
+            _heading(11, "the book's backward for the answer"),
+            _code(
+                "from backprop_lessons import Value\n\n\n"
+                f"{BY_THE_BOOK}\n\n{HAND.format(11)}"
+            ),
+            _heading(12, "PyTorch's autograd for the answer"),
+            _code(f"{BY_TORCH}\n\n{HAND.format(12)}"),
             _code("softplus_solution  # a solution's name: removed"),
         ],
     )
@@ -162,6 +192,9 @@ def _each_exercise_gets_its_stub_cells_verdict(finished):
     for number, (status, word) in EXPECTED.items():
         assert got[number].status == status, (number, got[number])
         assert word in got[number].hint, (number, got[number].hint)
+    # a refused call is a "not yet" like any other: named, its line quoted
+    assert got[11].where[-1].endswith(": (a * b + b**2).backward()")
+    assert got[12].where[-1].endswith(": (a * b + b**2).backward()")
     assert finished.score == 3
     assert finished.stopped is None
     assert finished.removed == 3  # two solutions, one book's version
@@ -176,7 +209,7 @@ def _a_notebook_that_raises_runs_on_and_says_where(finished):
     ]
     assert finished.errors[0].first_line == 'raise RuntimeError("part-way")'
     table = grade.report([finished])
-    assert "01_synthetic.ipynb: 3 of 10 correct" in table
+    assert "01_synthetic.ipynb: 3 of 12 correct" in table
     assert "Exercise 8   not yet" in table and "RuntimeError" in table
 
 
@@ -184,7 +217,7 @@ def _the_json_is_gradescopes(finished):
     results = grade.gradescope_results([finished])
     assert results["score"] == 3
     tests = results["tests"]
-    assert len(tests) == 10
+    assert len(tests) == 12
     assert tests[0]["name"] == "Exercise 1 of 01_synthetic: a right answer"
     for number, test in enumerate(tests, 1):
         assert test["name"].startswith(f"Exercise {number} of 01_synthetic")

@@ -22,10 +22,12 @@ code that raised, and the reader's calls that led there (a capstone's
 layer call), quoted under the verdict.
 
 A check names what an answer may not call (`run_check(..., refuse=...)`):
-the book's own implementation of the same thing, and `AUTOGRAD`, PyTorch's
-ways of computing a gradient for you, where the exercise is to compute it
-by hand.  While the reader's code runs (inside `readers_code`), a call to
-one of them stops it, and the verdict is "not yet", saying what was called.
+the book's own implementation of the same thing, and, where the exercise is
+to compute a gradient by hand, `AUTOGRAD` (PyTorch's ways of computing it
+for you) and `BOOKS_AUTODIFF` (the book's own: its engines' backward passes
+and rules, forward mode's dual numbers, finite differences).  While the
+reader's code runs (inside `readers_code`), a call to one of them stops it,
+and the verdict is "not yet", saying what was called.
 
 `record_verdicts(path)` makes `run_check` also write each verdict to a file,
 as data: the channel through which `python -m backprop_lessons.grade` learns
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import io
 import json
 import sys
@@ -59,6 +62,7 @@ __all__ = [
     "require_filled",
     "run_check",
     "AUTOGRAD",
+    "BOOKS_AUTODIFF",
     "where_it_raised",
     "yours_or_the_solution",
     "assert_correct",
@@ -121,12 +125,17 @@ class Verdict:
 
 
 class NotYet(Exception):
-    """The answer is wrong; the message is the hint the reader sees, and
-    `where` the lines of the reader's code that raised (see `readers_code`)."""
+    """The answer is wrong; the message is the hint the reader sees, `where`
+    the lines of the reader's code that raised (see `readers_code`), and
+    `refused` whether the reader's code called what the check refuses (then
+    the hint says what, and a check adds nothing about its inputs)."""
 
-    def __init__(self, hint: str, where: tuple[str, ...] = ()):
+    def __init__(
+        self, hint: str, where: tuple[str, ...] = (), refused: bool = False
+    ):
         super().__init__(hint)
         self.where = tuple(where)
+        self.refused = refused
 
 
 class NotAttempted(Exception):
@@ -203,6 +212,14 @@ def where_it_raised(error: BaseException) -> tuple[str, ...]:
 #: `torch.func`), refused where an exercise asks for a gradient by hand.
 AUTOGRAD = "PyTorch's autograd"
 
+#: In a check's `refuse=`: the book's own ways of computing a gradient (the
+#: scalar, tensor and higher-order engines' backward passes and the tensor
+#: engine's rules; forward mode's jvp, Jacobians and rules, which dual
+#: numbers and `linearize` run; `gradcheck`'s finite differences;
+#: `example_graphs`' backward), refused with AUTOGRAD where an exercise
+#: asks for a gradient by hand.
+BOOKS_AUTODIFF = "the book's own differentiation"
+
 #: what the reader's code may not call now: code object -> what to say
 _REFUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "refused", default=None
@@ -211,6 +228,8 @@ _REFUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 _GRADIENT_FUNCTIONS = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp",
                        "grad", "grad_and_value", "jacrev", "jacfwd",
                        "linearize")  # fmt: skip
+#: what a refusal of one of the book's functions says by default
+_BOOKS_VERSION = "the book's own version of what this exercise asks you to write"
 
 
 class Refused(BaseException):
@@ -218,6 +237,11 @@ class Refused(BaseException):
     that the reader's own `except Exception` does not swallow it."""
 
 
+def _qualified(fn) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+@functools.cache
 def _autograd() -> dict:
     """The code objects of PyTorch's gradient entry points (torch imported
     here, when a check refuses them)."""
@@ -244,21 +268,94 @@ def _autograd() -> dict:
     }
 
 
+@functools.cache
+def _books_autodiff() -> dict:
+    """The code objects of the book's own ways of differentiating (its
+    engines, imported here): the entry points a reader calls first, so that
+    the refusal names them, then the rules and loops underneath, which
+    catch any other way in."""
+    from .. import (
+        example_graphs,
+        forward_mode,
+        gradcheck,
+        higher_order,
+        linearize,
+        tensor,
+    )
+    from ..scalar import Value
+
+    found = [
+        Value.backward,
+        tensor.Tensor.backward,
+        tensor.grad,
+        higher_order.Node.backward,
+        higher_order.gradient,
+        higher_order.hvp_forward_over_reverse,
+        higher_order.hvp_reverse_over_reverse,
+        example_graphs.backward_in_order,
+        forward_mode.jvp,
+        forward_mode.vjp,
+        forward_mode.jacobian_forward,
+        forward_mode.jacobian_reverse,
+        forward_mode.finite_difference_jacobian,
+        linearize.linearize,
+        linearize.vjp,
+        gradcheck.numerical_gradient,
+        gradcheck.numerical_param_gradients,
+        gradcheck.directional_derivative,
+        gradcheck.check_scalar_gradients,
+        gradcheck.gradcheck,
+        gradcheck.f_at,  # any other finite difference of gradcheck's
+        tensor.cross_entropy_backward,
+        *(
+            getattr(fn, "__func__", fn)  # the tensor engine's VJP rules
+            for name, fn in vars(tensor.Tensor).items()
+            if name.endswith("_backward")
+        ),
+        *(  # forward mode's rules: dual numbers' arithmetic (the module's
+            # functions, not `jvp_rules`, where a check may put the reader's)
+            fn
+            for name, fn in vars(forward_mode).items()
+            if name.endswith("_jvp")
+            and getattr(fn, "__module__", None) == forward_mode.__name__
+        ),
+    ]
+    return {
+        fn.__code__: f"{_qualified(fn)}, the book's own differentiation: "
+        "this exercise asks for the gradient by hand"
+        for fn in found
+        if hasattr(fn, "__code__")
+    }
+
+
 def _refusals(refuse) -> dict:
     """code object -> message, for `run_check`'s `refuse=` entries: AUTOGRAD,
-    or a function or method of the book's."""
-    codes = {}
+    BOOKS_AUTODIFF, a function or method of the book's, or a pair (function,
+    what to say of it) for a message of the check's own.  A function named
+    on its own is told as named, also when a group holds it."""
+    groups, named = {}, {}
     for item in refuse:
         if item is AUTOGRAD:
-            codes.update(_autograd())
+            groups.update(_autograd())
             continue
+        if item is BOOKS_AUTODIFF:
+            groups.update(_books_autodiff())
+            continue
+        item, why = item if isinstance(item, tuple) else (item, _BOOKS_VERSION)
         fn = getattr(item, "__func__", item)
-        name = f"{fn.__module__}.{fn.__qualname__}"
-        codes[fn.__code__] = (
-            f"{name}, the book's own version of what this exercise asks you "
-            "to write"
-        )
-    return codes
+        named[fn.__code__] = f"{_qualified(fn)}, {why}"
+    return {**groups, **named}
+
+
+@contextlib.contextmanager
+def _refusing(refuse) -> Iterator[None]:
+    """Within the block, the reader's code (inside `readers_code`) may not
+    call what `refuse` names (`run_check`'s `refuse=`)."""
+    token = _REFUSED.set(_refusals(refuse))
+    try:
+        yield
+    finally:
+        _REFUSED.reset(token)
 
 
 @contextlib.contextmanager
@@ -300,7 +397,9 @@ def readers_code(todo: str) -> Iterator[None]:
         raise
     except Refused as refused:
         raise NotYet(
-            f"your code called {refused}", where=where_it_raised(refused)
+            f"your code called {refused}",
+            where=where_it_raised(refused),
+            refused=True,
         ) from None
     except NotImplementedError:
         raise NotAttempted(todo) from None
@@ -343,20 +442,19 @@ def run_check(
     code); any other exception is a bug of the check and propagates.  A
     check that passes may return a report (a table of what it compared),
     printed after the verdict.  `refuse` names what the reader's code may
-    not call: the book's own functions, and AUTOGRAD.
+    not call: the book's own functions (each alone, or as a pair with what
+    to say of it), AUTOGRAD and BOOKS_AUTODIFF.
     """
     report = None
-    token = _REFUSED.set(_refusals(refuse))
     try:
-        report = check(*answers)
+        with _refusing(refuse):
+            report = check(*answers)
     except NotAttempted as todo:
         verdict = Verdict(exercise, NOT_ATTEMPTED, str(todo))
     except NotYet as hint:
         verdict = Verdict(exercise, NOT_YET, str(hint), hint.where)
     else:
         verdict = Verdict(exercise, CORRECT)
-    finally:
-        _REFUSED.reset(token)
     _record(verdict, check)
     print(verdict)
     if report is not None:

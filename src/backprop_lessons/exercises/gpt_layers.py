@@ -37,6 +37,19 @@ exercise's number (the number the chapter gave that layer's check when it
 ran), and a function given another layer's cache than its own is named
 as miswired.
 
+Each check refuses what would hand back the book's answer
+(`run_check`'s refuse=, `_REFUSED`): the book's backward of the same
+layer (`check_layernorm_backward` refuses `layers.layernorm_backward`),
+the package's other code that computes the same gradient (chapter 10's
+flash attention backward for attention, its fused classifier for the
+cross-entropy), PyTorch's autograd and the book's other ways of
+differentiating (the tensor engine's rules among them) (`checking.AUTOGRAD`,
+`checking.BOOKS_AUTODIFF`).  The capstone refuses `model.gpt_backward`
+and both kinds of autodiff; it may call the reader's layers and the
+book's (when it blames one of the reader's layers, that layer's check runs
+with the capstone's refusals: a layer that calls the book's computes the
+right gradient, and is not to blame).
+
 Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`); PyTorch is imported only when a check runs.
 
@@ -49,6 +62,7 @@ import math
 
 import numpy as np
 
+from ..gpt import layers
 from ..gpt.layers import (
     LAYERNORM_EPS,
     attention_forward,
@@ -59,9 +73,23 @@ from ..gpt.layers import (
     matmul_forward,
     rmsnorm_forward,
 )
-from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
+from ..gpt.model import (
+    BLOCK_PARAMETERS,
+    GPTConfig,
+    gpt_backward,
+    gpt_forward,
+    init_params,
+)
 from ..gradcheck import CheckTable, compare_arrays, relative_error
-from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
+from .checking import (
+    AUTOGRAD,
+    BOOKS_AUTODIFF,
+    NotAttempted,
+    NotYet,
+    Verdict,
+    attempt,
+    run_check,
+)
 from .layer_checks import (
     LAYER_SHAPES,
     TOL,
@@ -103,12 +131,13 @@ _LAYER_OF: dict[str, str] = {}
 
 
 def _run_layer_check(layer: str, fn, exercise: int) -> Verdict:
-    """The verdict of the layer's check (`_LAYER_CHECKS`) on fn."""
+    """The verdict of the layer's check (`_LAYER_CHECKS`) on fn, refusing
+    what `_REFUSED` names for the layer."""
     _EXERCISE_OF[layer] = exercise
     name = getattr(fn, "__name__", "")
     if name.isidentifier():
         _LAYER_OF[name] = layer
-    return run_check(exercise, _LAYER_CHECKS[layer], fn)
+    return run_check(exercise, _LAYER_CHECKS[layer], fn, refuse=_REFUSED[layer])
 
 
 def _mean_c(a: np.ndarray) -> np.ndarray:
@@ -807,6 +836,40 @@ _LAYER_CHECKS = {
 }
 
 
+#: What the reader's code may not call in each layer's exercise: the book's
+#: backward of that layer and whatever else of the package's computes the
+#: same gradient, and any way of differentiating, PyTorch's or the book's
+#: (the tensor engine's rules among them: its matmul's, softmax's, ...).
+#: "gpt": the capstone's.
+_AUTODIFF = (AUTOGRAD, BOOKS_AUTODIFF)
+_REFUSED = {
+    "layernorm": (layers.layernorm_backward, *_AUTODIFF),
+    "rmsnorm": (layers.rmsnorm_backward, *_AUTODIFF),
+    "gelu": (layers.gelu_backward, *_AUTODIFF),
+    "crossentropy": (
+        layers.crossentropy_softmax_backward,
+        (
+            layers.fused_classifier_backward,
+            "the book's fused classifier backward, which computes this "
+            "layer's gradient on the way",
+        ),
+        *_AUTODIFF,
+    ),
+    "attention": (
+        layers.attention_backward,
+        (
+            layers.flash_attention_backward,
+            "the book's FlashAttention backward, which computes the same "
+            "gradient",
+        ),
+        *_AUTODIFF,
+    ),
+    "encoder": (layers.encoder_backward, *_AUTODIFF),
+    "matmul": (layers.matmul_backward, *_AUTODIFF),
+    "gpt": (gpt_backward, *_AUTODIFF),
+}
+
+
 # ---- the whole model ---------------------------------------------------------
 
 
@@ -944,6 +1007,8 @@ def _blame_a_layer(calls, capstone) -> tuple[str, str, str]:
         ex = f"exercise {number}" if number is not None else "its own exercise"
         yours = f"your {name}, which {cap} calls first with {reach},"
         try:
+            # what the capstone refuses, not the layer's own exercise: a
+            # layer that calls the book's is right, and not to blame
             _LAYER_CHECKS[layer](fn)
         except NotAttempted:
             text = f"{yours} is still a stub: write it in {ex} first"
@@ -968,6 +1033,8 @@ def _check_gpt(fn) -> None:
             grads = attempt(fn, params, config, cache, todo=todo)
         return _compare_gpt_grads(grads, params, before, config, idx, targets)
     except (NotAttempted, NotYet) as error:
+        if getattr(error, "refused", False):  # its lines show the way there
+            raise
         blame, blamed, kind = _blame_a_layer(calls, fn)
         if not blame:
             raise
@@ -1083,8 +1150,8 @@ def check_gpt_backward(fn, *, exercise: int) -> Verdict:
     it passes, a table of every parameter's relative error follows the
     verdict.  When it fails and one of the reader's layers that fn calls
     is still a stub or fails its own exercise's check, the hint names that
-    layer first."""
-    return run_check(exercise, _check_gpt, fn)
+    layer first.  It may not call `model.gpt_backward` nor any autodiff."""
+    return run_check(exercise, _check_gpt, fn, refuse=_REFUSED["gpt"])
 
 
 # ---- self-checks -------------------------------------------------------------

@@ -203,6 +203,8 @@ def run_layer_check(
                 may_return_none=True,
             )
         except NotYet as error:
+            if error.refused:  # what it called is all there is to say
+                raise
             where = f"{case.label}, " if case.label else ""
             more = f"; {case.on_error}" if case.on_error else ""
             text = " ".join(str(error).split())  # one line

@@ -17,7 +17,16 @@ length, a value used at two depths, and a chain 5,000 operations deep,
 deeper than Python's recursion limit.  Each check prints "Exercise N: ..."
 and returns a `Verdict` (see `checking`); a wrong answer is told by what
 the check recognises in it (a value listed twice, the order not reversed,
-`=` for `+=`, ...).
+`=` for `+=`, ...); no hint prints a gradient or a depth the reader is
+asked for.
+
+Each check refuses what would do its exercise for the reader
+(`run_check`'s refuse=): the package's `topological_order` where the
+exercise is the order (exercises 1 and 4) or forbids computing one first
+(the readiness backward), `Value.backward` and the other backward loops
+of the package where it is the backward, and there PyTorch's autograd and
+the book's other ways of differentiating too (`checking.AUTOGRAD`,
+`checking.BOOKS_AUTODIFF`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
@@ -27,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import numbers
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +55,8 @@ from ..scalar import Value, topological_order
 from ..scalar_nn import Engine
 from . import value_nodes
 from .checking import (
+    AUTOGRAD,
+    BOOKS_AUTODIFF,
     NotAttempted,
     NotYet,
     Verdict,
@@ -230,7 +242,7 @@ def check_topological_order(order_fn, *, exercise: int) -> Verdict:
             if mistake:
                 raise NotYet(mistake)
 
-    return run_check(exercise, check, order_fn)
+    return run_check(exercise, check, order_fn, refuse=(topological_order,))
 
 
 # ---- exercise: the backward loop ---------------------------------------------
@@ -262,6 +274,18 @@ _BACKWARD_SLIPS = {
     "subtracted": "your gradients have the wrong sign: add the contribution "
     "(+=), do not subtract it",
 }
+
+
+#: The slips whose gradients do not depend on the order the nodes are
+#: processed in: what the readiness backward's check recognises.
+_ORDER_FREE_SLIPS = (
+    "not zeroed",
+    "not zeroed, seed added",
+    "leaves zeroed",
+    "local only",
+    "upstream only",
+    "subtracted",
+)
 
 
 def _backward_with(root: Value, slip: str = "") -> None:
@@ -302,6 +326,22 @@ def _after(build: Callable, before: int, last: Callable) -> list[float]:
         root.backward()
     last(root)
     return _grads(root)
+
+
+def _backward_refusals() -> tuple:
+    """What a backward of the reader's may not call: the package's backward
+    loops (Value.backward, example_graphs' backward_in_order, the backward
+    stepper's frames, this module's own), and any way of differentiating."""
+    from ..widgets.backward import backward_frames
+
+    return (
+        Value.backward,
+        backward_in_order,
+        backward_frames,
+        _backward_with,
+        AUTOGRAD,
+        BOOKS_AUTODIFF,
+    )
 
 
 def check_backward(backward_fn, *, exercise: int) -> Verdict:
@@ -350,43 +390,109 @@ def check_backward(backward_fn, *, exercise: int) -> Verdict:
                 "see Hint 3 for the loop"
             )
 
-    return run_check(exercise, check, backward_fn)
+    return run_check(exercise, check, backward_fn, refuse=_backward_refusals())
 
 
-def _grads_after(order_fn, build) -> list[float]:
-    """The gradients of a fresh graph after backward in the order of order_fn."""
-    root = build()
-    backward_in_order(order_fn(root), root)
-    return [v.grad for v in topological_order(root)]
+def _depths(root: Value, pick=max) -> int:
+    """root's depth: the operations on the longest path from a leaf
+    (`pick=min`: on the shortest)."""
+    level: dict[int, int] = {}
+    for node in topological_order(root):
+        inputs = [level[id(c)] for c in node._children]
+        level[id(node)] = 1 + pick(inputs) if inputs else 0
+    return level[id(root)]
+
+
+def _first_input_path(root: Value) -> int:
+    """The operations from root down its first inputs to a leaf."""
+    steps = 0
+    while root._children:
+        steps, root = steps + 1, root._children[0]
+    return steps
+
+
+#: A wrong depth's slips: what each gives for a graph (its root, and the
+#: right depth), and what the slip is.
+_DEPTH_SLIPS = [
+    (
+        lambda root, right: right + 1,
+        "it counts the values on the longest path, not the operations (a "
+        "leaf has depth 0)",
+    ),
+    (
+        lambda root, right: right - 1,
+        "it is one short: count every operation on the path, the root's own "
+        "included",
+    ),
+    (
+        lambda root, right: _depths(root, min),
+        "it follows the shortest path from a leaf: the depth is the longest "
+        "(the largest of the inputs' depths, plus one)",
+    ),
+    (
+        lambda root, right: _first_input_path(root),
+        "it follows each node's first input only: the longest path may go "
+        "through any input",
+    ),
+    (
+        lambda root, right: sum(
+            1 for v in topological_order(root) if v._children
+        ),
+        "it counts every operation of the graph, not only those on the "
+        "longest path",
+    ),
+    (
+        lambda root, right: len(topological_order(root)),
+        "it counts every value of the graph",
+    ),
+]
 
 
 def check_depth(depth, *, exercise: int) -> Verdict:
     """depth(root): the number of operations on the longest path from a leaf
-    to root (a leaf has depth 0)."""
+    to root (a leaf has depth 0), on graphs the page does not show (diamonds
+    whose paths differ in length, a value used at two depths) and on a chain
+    5,000 operations deep.  A wrong depth is told by the slip that gives
+    the reader's depths on every graph, never by the right depth."""
 
     def check(depth):
         todo = "write depth(root) and run its cell"
         cases = [
-            ("relu example", relu_example(), 3),
-            ("neuron", neuron_example(), 4),
-            ("chain of 5000", chain(5000), 5000),
-            ("a leaf", Value(1.0), 0),
+            ("relu example f = relu(a*b + d)", relu_example),
+            *_ORDER_GRAPHS[:3],
+            ("neuron o = tanh(x1*w1 + x2*w2 + b)", neuron_example),
+            ("chain of 5000", lambda: chain(5000)),
+            ("graph of a lone leaf", _leaf),
         ]
-        for name, root, expected in cases:
-            got = attempt(depth, root, todo=todo)
-            if got != expected:
-                hint = "" if name != "chain of 5000" else " (no recursion)"
+        results = []
+        for name, build in cases:
+            root = build()
+            got = _deep(depth, root, todo, "depth")
+            if isinstance(got, bool) or not isinstance(got, numbers.Real):
                 raise NotYet(
-                    f"the depth of the {name} should be {expected}, got {got!r}"
-                    f"{hint}"
+                    f"your depth of the {name} is {got!r}: return a whole "
+                    "number (an int)"
                 )
+            results.append((name, root, got, _depths(root)))
+        wrong = [(name, got) for name, _, got, right in results if got != right]
+        if not wrong:
+            return
+        name, got = wrong[0]
+        for slip, what in _DEPTH_SLIPS:
+            if all(got == slip(root, right) for _, root, got, right in results):
+                raise NotYet(f"your depth of the {name} is {got!r}: {what}")
+        raise NotYet(
+            f"your depth of the {name} is {got!r}: it is not the number of "
+            "operations on the longest path from a leaf"
+        )
 
     return run_check(exercise, check, depth)
 
 
 def check_order_function(order_fn, *, exercise: int) -> Verdict:
     """order_fn(root) must list every value once, each after its inputs, so
-    that backward in that order gives the engine's gradients."""
+    that backward in that order gives the engine's gradients; without
+    calling the package's `topological_order`."""
 
     def check(order_fn):
         todo = "write the fixed order function and run its cell"
@@ -398,14 +504,19 @@ def check_order_function(order_fn, *, exercise: int) -> Verdict:
             mistake = _order_mistake(order, root, name)
             if mistake:
                 raise NotYet(mistake)
-            if _grads_after(order_fn, build) != _grads_after(
-                topological_order, build
-            ):
+            backward_in_order(order, root)
+            if not _same(_grads(root), _after(build, 0, _in_the_packages_order)):
                 raise NotYet(
                     f"backward in this order gives wrong gradients on the {name}"
                 )
 
-    return run_check(exercise, check, order_fn)
+    return run_check(exercise, check, order_fn, refuse=(topological_order,))
+
+
+def _in_the_packages_order(root: Value) -> None:
+    """example_graphs' backward_in_order, in the package's topological
+    order."""
+    backward_in_order(topological_order(root), root)
 
 
 def _ready_counting_users_once(root: Value) -> None:
@@ -459,16 +570,31 @@ def check_readiness_backward(backward_fn, *, exercise: int) -> Verdict:
                     "of a value (a user that takes it twice counts twice), "
                     "not each user once"
                 )
+            if before == 0 and root.grad == 0.0:
+                raise NotYet(
+                    f"the root's gradient is 0 after your backward on the "
+                    f"{name}: seed it, d root / d root = 1, before any node "
+                    "pushes"
+                )
+            for slip in _ORDER_FREE_SLIPS:
+                wrong = _after(
+                    build, before, lambda r, s=slip: _backward_with(r, s)
+                )
+                if not _same(wrong, expected) and _same(got, wrong):
+                    raise NotYet(f"on the {name}: {_BACKWARD_SLIPS[slip]}")
             wrong = [
-                f"{_name(v)}: {g:g} instead of {e:g}"
+                _name(v)
                 for v, g, e in zip(topological_order(root), got, expected)
                 if not _same([g], [e])
             ]
+            more = f" (and {len(wrong) - 1:,} more)" if len(wrong) > 1 else ""
             raise NotYet(
-                f"gradients differ on the {name}: {', '.join(wrong[:3])}"
+                f"on the {name}, the gradient of {wrong[0]}{more} is wrong: "
+                "see the Why for the counting"
             )
 
-    return run_check(exercise, check, backward_fn)
+    refuse = (topological_order, *_backward_refusals())
+    return run_check(exercise, check, backward_fn, refuse=refuse)
 
 
 # ---- the engine the chapter's network trains with -----------------------------

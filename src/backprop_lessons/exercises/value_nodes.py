@@ -22,9 +22,11 @@ slip (a product's two derivatives swapped, a power's exponent not lowered,
 tanh's derivative taken from x instead of the output, relu's slope 1 at
 the kink, a child missing or repeated, ...) is told in words, and any
 other wrong derivative points to the exercise's Hint 3.  No hint prints a
-right local derivative.  While the reader's function runs, the package's own
-operations refuse (`return a * b` would pass every comparison): the node is
-the reader's to build.
+right local derivative.  The reader's function may not call the package's
+own operations (`return a * b` would pass every comparison: the node is the
+reader's to build), nor any way of differentiating, PyTorch's or the
+book's (`checking.AUTOGRAD`, `checking.BOOKS_AUTODIFF`): the local
+derivatives are theirs to work out.
 
 The closing exercises:
 
@@ -33,26 +35,29 @@ The closing exercises:
     check_hand_gradients(answer)    answer() -> {"a": dh/da, "b": dh/db} for
                                     h = a*b + b**2, by hand
 
-Each prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+They refuse the same calls (softplus also the package's sigmoid, the
+hand trace any backward), and no hint prints a number the reader is asked
+for.  Each prints "Exercise N: ..." and returns a `Verdict` (see
+`checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..gradcheck import numerical_gradient
+from .. import numerics
 from ..scalar import Value, float_sigmoid
 from .checking import (
+    AUTOGRAD,
+    BOOKS_AUTODIFF,
     NotYet,
     Verdict,
     attempt,
-    readers_code,
     require_filled,
     run_check,
 )
@@ -252,11 +257,6 @@ def _check_node(out, case: _Case, label: str) -> None:
     )
 
 
-class _PackageOperation(Exception):
-    """The reader's operation called one of the package's own (`a * b`,
-    `x.exp()`): the node is theirs to build."""
-
-
 #: The operations of `Value` that the reader's own may not call: the exercise
 #: is to build the node, and `return a * b` would pass every comparison.
 _PACKAGE_OPERATIONS = {
@@ -266,31 +266,21 @@ _PACKAGE_OPERATIONS = {
     "tanh": ".tanh()", "relu": ".relu()", "sigmoid": ".sigmoid()",
 }  # fmt: skip
 
-
-@contextlib.contextmanager
-def _without_package_operations() -> Iterator[None]:
-    """Within the block, every operation of `Value` raises _PackageOperation
-    (the check calls the reader's function inside it, and nothing else)."""
-
-    def refuse(name):
-        def operation(*args):
-            raise _PackageOperation(
-                f"your code calls the package's own {_PACKAGE_OPERATIONS[name]}"
-                f" (Value.{name}): write the "
-                "operation on numbers (x.data) and build the one node with "
-                'Value(data, "", children, local_grads, op) yourself'
-            )
-
-        return operation
-
-    saved = {name: vars(Value)[name] for name in _PACKAGE_OPERATIONS}
-    try:
-        for name in saved:
-            setattr(Value, name, refuse(name))
-        yield
-    finally:
-        for name, method in saved.items():
-            setattr(Value, name, method)
+#: What an operation of the reader's may not call (`run_check`'s refuse=):
+#: the package's operations, and any way of differentiating for them.
+_REFUSED = (
+    *(
+        (
+            getattr(Value, name),
+            f"the package's own {symbol}: write the operation on numbers "
+            "(x.data) and build the one node with "
+            'Value(data, "", children, local_grads, op) yourself',
+        )
+        for name, symbol in _PACKAGE_OPERATIONS.items()
+    ),
+    AUTOGRAD,
+    BOOKS_AUTODIFF,
+)
 
 
 def _run_node_check(fn, cases: list[_Case], todo: str) -> None:
@@ -301,13 +291,10 @@ def _run_node_check(fn, cases: list[_Case], todo: str) -> None:
         inputs = [v for v in case.args if isinstance(v, Value)]
         before = [(v.data, v.grad) for v in inputs]
         try:
-            with _without_package_operations():
-                out = attempt(fn, *case.args, todo=todo)
+            out = attempt(fn, *case.args, todo=todo)
         except NotYet as error:
-            if isinstance(error.__cause__, _PackageOperation):
-                raise NotYet(
-                    f"{label}: {error.__cause__}", where=error.where
-                ) from None
+            if error.refused:  # what it called is all there is to say
+                raise
             more = case.on_error(error.__cause__) if case.on_error else ""
             raise NotYet(
                 f"{label}: {error}{'; ' + more if more else ''}",
@@ -415,7 +402,7 @@ def check_add(fn, *, exercise: int) -> Verdict:
         )
         _run_node_check(fn, cases, _todo(fn, "a, b"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 def check_mul(fn, *, exercise: int) -> Verdict:
@@ -459,7 +446,7 @@ def check_mul(fn, *, exercise: int) -> Verdict:
         )
         _run_node_check(fn, cases, _todo(fn, "a, b"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 def _k_is_a_number(error: BaseException | None) -> str:
@@ -525,7 +512,7 @@ def check_pow(fn, *, exercise: int) -> Verdict:
         cases = [case(x, k) for x, k in points + ((-1.5, 3),)]
         _run_node_check(fn, cases, _todo(fn, "x, k"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 def _unary_case(x: float, data: float, local: float, forward: str, slips, **more):
@@ -579,7 +566,7 @@ def check_exp(fn, *, exercise: int) -> Verdict:
         cases = [case(x) for x in (1.5, -2.0, 0.0, 300.0, -30.0)]
         _run_node_check(fn, cases, _todo(fn, "x"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 def _tanh_overflows(error: BaseException | None) -> str:
@@ -626,7 +613,7 @@ def check_tanh(fn, *, exercise: int) -> Verdict:
         cases = [case(x) for x in (0.5, -1.2, 0.0, 3.0, 400.0, -400.0)]
         _run_node_check(fn, cases, _todo(fn, "x"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 def check_relu(fn, *, exercise: int) -> Verdict:
@@ -678,7 +665,7 @@ def check_relu(fn, *, exercise: int) -> Verdict:
         cases = [case(x) for x in (2.5, -1.5, 0.0, 1e-3, -1e-3)]
         _run_node_check(fn, cases, _todo(fn, "x"))
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_REFUSED)
 
 
 # ---- the closing exercises ---------------------------------------------------
@@ -703,6 +690,8 @@ def check_softplus(softplus, *, exercise: int) -> Verdict:
             try:
                 out = attempt(softplus, v, todo=todo)
             except NotYet as error:
+                if error.refused:
+                    raise
                 more = ""
                 if isinstance(error.__cause__, OverflowError):
                     more = (
@@ -745,19 +734,46 @@ def check_softplus(softplus, *, exercise: int) -> Verdict:
                     "log (see the Why)"
                 )
 
-    return run_check(exercise, check, softplus)
+    sigmoid = "the package's own sigmoid: compute the local derivative yourself"
+    refuse = (*_REFUSED, (float_sigmoid, sigmoid), (numerics.sigmoid, sigmoid))
+    return run_check(exercise, check, softplus, refuse=refuse)
+
+
+def _all_close(xs, ys) -> bool:
+    return all(_close(x, y) for x, y in zip(xs, ys))
+
+
+def _divide_slips(x: float, y: float) -> list[tuple[tuple, str]]:
+    """(what a classic slip gives as (d/da, d/db) of a / b at a = x, b = y,
+    what it is)."""
+    return [
+        (
+            (1 / y, x / y**2),
+            "d/db has the wrong sign: a / b falls as b grows (for a, b > 0)",
+        ),
+        (
+            (1 / y, -x / y),
+            "d/db is -a / b: b's power is not lowered (a / b is a * b ** -1)",
+        ),
+        ((-x / y**2, 1 / y), "d/da and d/db are swapped"),
+    ]
 
 
 def check_divide(divide, *, exercise: int) -> Verdict:
     """divide(a, b) on two Values must give one node, a / b with children
-    (a, b), and gradients that match centered differences, at three points
-    and for a value used twice, divide(a, a)."""
+    (a, b), and local derivatives whose gradients after backward are the
+    exact ones, at five points (a zero among them) and for a value used
+    twice, divide(a, a), whose gradient is 0.  No hint prints a derivative."""
 
     def check(divide):
         todo = "write a fixed divide(a, b) and run its cell"
-        for point in ([3.0, 2.0], [-1.5, 0.5], [2.0, -4.0], [1.5, None]):
-            a = Value(point[0], label="a")
-            b = a if point[1] is None else Value(point[1], label="b")
+        points = ((3.0, 2.0), (-1.5, 0.5), (2.0, -4.0), (0.0, 3.0),
+                  (5.0, -0.25), (1.5, None))  # fmt: skip
+        for x, y in points:
+            a = Value(x, label="a")
+            b = a if y is None else Value(y, label="b")
+            y = x if y is None else y
+            at = f"at a = {x:g}, b = {y:g}" if a is not b else f"at a = {x:g}"
             out = attempt(divide, a, b, todo=todo)
             if not isinstance(out, Value):
                 raise NotYet(
@@ -773,31 +789,44 @@ def check_divide(divide, *, exercise: int) -> Verdict:
                     "divide must return one node whose children are (a, b), "
                     "in that order"
                 )
-            if not math.isclose(out.data, a.data / b.data, rel_tol=1e-12):
+            local = out._local_grads
+            if not (
+                isinstance(local, (tuple, list))
+                and len(local) == 2
+                and all(isinstance(g, numbers.Real) for g in local)
+            ):
                 raise NotYet(
-                    f"divide({a.data}, {b.data}) should be "
-                    f"{a.data / b.data}, got {out.data}"
+                    "the node's local_grads must be a tuple of two numbers, "
+                    "(d/da, d/db)"
+                )
+            if not math.isclose(out.data, x / y, rel_tol=1e-12):
+                raise NotYet(
+                    f"{at}, divide's forward value is {out.data!r}, which is "
+                    "not a / b"
                 )
             out.backward()
             if a is b:
                 if not _close(a.grad, 0.0):
                     raise NotYet(
-                        f"divide(a, a) at a = {a.data} is always 1, so its "
-                        f"gradient is 0; yours gives {a.grad:.6f}"
+                        f"divide(a, a) {at} is always 1, so its gradient is "
+                        f"0; yours gives {a.grad:.6g}: the two local "
+                        "derivatives must cancel"
                     )
                 continue
-            with readers_code(todo):
-                numeric = numerical_gradient(
-                    lambda xs: divide(Value(xs[0]), Value(xs[1])).data, point
-                )
-            for name, node, slope in (("a", a, numeric[0]), ("b", b, numeric[1])):
+            right = (1 / y, -x / y**2)
+            got = (float(local[0]), float(local[1]))
+            for slip, what in _divide_slips(x, y):
+                if _all_close(got, slip) and not _all_close(slip, right):
+                    raise NotYet(f"{at}: {what}")
+            for name, node, slope in (("a", a, right[0]), ("b", b, right[1])):
                 if not _close(node.grad, slope):
                     raise NotYet(
-                        f"at a = {point[0]}, b = {point[1]}: d/d{name} is "
-                        f"{node.grad:.6f}, a finite difference gives {slope:.6f}"
+                        f"{at}: d/d{name} is {node.grad:.6g}, which is not "
+                        f"the derivative of a / b with respect to {name} "
+                        "(see the Why)"
                     )
 
-    return run_check(exercise, check, divide)
+    return run_check(exercise, check, divide, refuse=_REFUSED)
 
 
 def check_hand_gradients(answer, *, exercise: int) -> Verdict:
@@ -837,7 +866,8 @@ def check_hand_gradients(answer, *, exercise: int) -> Verdict:
                 )
             raise NotYet(f"dh/db is not {answer['b']!r}: {why}")
 
-    return run_check(exercise, check, answer)
+    # by hand: no backward, PyTorch's or the book's, may compute them
+    return run_check(exercise, check, answer, refuse=(AUTOGRAD, BOOKS_AUTODIFF))
 
 
 # ---- self-checks -------------------------------------------------------------
