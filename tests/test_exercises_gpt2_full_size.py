@@ -164,3 +164,83 @@ def test_transformers_logits_are_compared():
     assert not ex._transformers_logits_match(
         swapped, config, params, np.random.default_rng(1)
     )
+
+
+# ---- what the counts may not call, and print -----------------------------------
+
+
+def _refused(out: str, called: str):
+    assert out.startswith("Exercise 1: not yet - your code called") or (
+        out.startswith("Exercise 2: not yet - your code called")
+    ), out
+    assert called in " ".join(out.split()), out
+
+
+def test_the_books_count_is_refused(capsys):
+    from backprop_lessons.gpt import init_params, parameter_shapes
+    from backprop_lessons.gpt.model import num_parameters
+    from backprop_lessons.scale.backward_cost import gpt_matmul_parameters
+    from backprop_lessons.scale.scale_out import GPT2Plan
+
+    def by_shapes(config):  # bound at import
+        return sum(int(np.prod(s)) for s in parameter_shapes(config).values())
+
+    def by_the_parameters(config):
+        return num_parameters(init_params(config))
+
+    def by_the_plan(config):  # a property of chapter 8's plan
+        return GPT2Plan(config=config).parameters
+
+    for answer, called in (
+        (by_shapes, "backprop_lessons.gpt.model.parameter_shapes"),
+        (by_the_parameters, "backprop_lessons.gpt.model.init_params"),
+        (by_the_plan, "backprop_lessons.scale.scale_out.GPT2Plan.parameters"),
+    ):
+        _refused(verdict(capsys, ex.check_parameter_count, answer), called)
+    _refused(
+        verdict(
+            capsys,
+            ex.check_attention_crossover,
+            lambda c: gpt_matmul_parameters(c) / (2 * c.n_layer * c.n_embd),
+        ),
+        "backprop_lessons.scale.backward_cost.gpt_matmul_parameters",
+    )
+
+
+def test_no_expected_count_is_printed(capsys):
+    """A wrong answer is told what it misses; the expected number, which a
+    table of answers could collect, is never in the hint."""
+    small = ex._gpt2_config(*ex.GPT2_SIZES["gpt2 (small)"])
+    for wrong, words in (
+        (lambda c: count(c) - 2 * c.n_embd, "final layer norm"),
+        (lambda c: count(c) - c.block_size * c.n_embd, "position embeddings"),
+        (lambda c: count(c) - 9 * c.n_layer * c.n_embd, "biases"),
+        (lambda c: count(c) + 1, "too high"),
+    ):
+        out = " ".join(verdict(capsys, ex.check_parameter_count, wrong).split())
+        assert words in out and "124,439,808" not in out, out
+        assert f"{12 * 768**2 + 13 * 768:,}" not in out, out
+    for wrong, words in (
+        (lambda c: 2 * crossover(c), "twice the crossover"),
+        (lambda c: crossover(c) - 3, "too low"),
+    ):
+        out = " ".join(
+            verdict(capsys, ex.check_attention_crossover, wrong).split()
+        )
+        assert words in out and f"{crossover(small):,.0f}" not in out, out
+
+
+def test_a_table_of_the_gpt2_sizes_does_not_pass(capsys):
+    table = {
+        ex._gpt2_config(*sizes): count(ex._gpt2_config(*sizes))
+        for sizes in ex.GPT2_SIZES.values()
+    }
+    table[ex.GPTConfig(28, 32, 2, 4, 32)] = count(ex.GPTConfig(28, 32, 2, 4, 32))
+    table[ex.GPTConfig(5, 3, 1, 1, 2)] = count(ex.GPTConfig(5, 3, 1, 1, 2))
+    out = verdict(capsys, ex.check_parameter_count, lambda c: table.get(c, 0))
+    assert out.startswith("Exercise 1: not yet"), out
+    crossovers = {c: crossover(c) for c in table}
+    out = verdict(
+        capsys, ex.check_attention_crossover, lambda c: crossovers.get(c, 0.0)
+    )
+    assert out.startswith("Exercise 2: not yet"), out

@@ -232,7 +232,7 @@ def test_flash_attention_with_a_local_sum_assigned_in_the_loop(capsys):
 
 def test_flash_attention_names_the_wrong_third_of_an_unknown_bug(capsys):
     def dv_doubled_on_the_diagonal(dinp, dout, cache):
-        layers.flash_attention_backward(dinp, dout, cache)
+        flash(dinp, dout, cache)
         C = dinp.shape[-1] // 3
         dinp[:, :2, 2 * C :] += 1.0  # dv of the first two positions
 
@@ -350,14 +350,16 @@ def test_fused_classifier_bugs(bug, wrong, hints, capsys):
 
 # ---- what every check of the chapter does --------------------------------------
 
+#: each check's right answer, written here as a reader writes it (the
+#: book's own backward is refused: test_the_books_backward_is_refused)
 BACKWARDS = {
-    check_flash_attention_backward: layers.flash_attention_backward,
-    check_fused_classifier_backward: layers.fused_classifier_backward,
+    check_flash_attention_backward: lambda *a: flash(*a),
+    check_fused_classifier_backward: lambda *a: classifier(*a),
 }
 
 
 @pytest.mark.parametrize("check", BACKWARDS, ids=lambda c: c.__name__)
-def test_the_books_backward_is_correct_and_a_stub_is_not(check, capsys):
+def test_a_right_backward_is_correct_and_a_stub_is_not(check, capsys):
     assert check(BACKWARDS[check], exercise=3).correct
     assert capsys.readouterr().out == "Exercise 3: correct\n"
 
@@ -430,3 +432,68 @@ def test_chapter_10s_backwards_have_hints_then_the_books_version():
         for cell in cells:
             for text in _output_texts(cell):
                 assert f"# {qualified}\n" not in text, name
+
+
+# ---- what a backward by hand may not call ------------------------------------
+
+
+def _refused(verdict, called: str):
+    assert verdict.status == "not yet", str(verdict)
+    assert f"your code called {called}" in verdict.hint, verdict.hint
+    assert verdict.where, verdict  # the reader's line, quoted
+
+
+def test_the_books_backward_is_refused(capsys):
+    from backprop_lessons.gpt.layers import attention_backward as bound
+
+    book = "backprop_lessons.gpt.layers."
+    _refused(
+        check_flash_attention_backward(
+            lambda *a: layers.flash_attention_backward(*a), exercise=1
+        ),
+        book + "flash_attention_backward",
+    )
+
+    def eager(dinp, dout, cache):  # the eager backward, bound at import
+        inp, out, lse, n_head, tile = cache
+        _, eager_cache = layers.attention_forward(inp, n_head)
+        bound(dinp, dout, eager_cache)
+
+    _refused(check_flash_attention_backward(eager, exercise=1), book)
+    _refused(
+        check_fused_classifier_backward(
+            lambda *a: layers.fused_classifier_backward(*a), exercise=2
+        ),
+        book + "fused_classifier_backward",
+    )
+
+
+def test_an_engines_gradient_is_refused(capsys):
+    from backprop_lessons.gpt.reference import torch_attention
+    from backprop_lessons.tensor import Tensor, cross_entropy
+
+    def torch_flash(dinp, dout, cache):  # PyTorch's gradient returned
+        inp, out, lse, n_head, tile = cache
+        x = torch.tensor(inp, requires_grad=True)
+        (g,) = torch.autograd.grad(
+            torch_attention(x, n_head), x, torch.tensor(dout)
+        )
+        dinp += g.numpy()
+
+    _refused(
+        check_flash_attention_backward(torch_flash, exercise=1),
+        "torch.autograd.grad, PyTorch's autograd",
+    )
+
+    def tensor_classifier(dinp, dwte, dloss, cache):  # a method: .backward()
+        inp, wte, targets, lse, chunk = cache
+        x, w = Tensor(inp, requires_grad=True), Tensor(wte, requires_grad=True)
+        logits = (x @ w.T).reshape(-1, wte.shape[0])
+        (cross_entropy(logits, targets.reshape(-1)) * dloss).backward()
+        dinp += x.grad
+        dwte += w.grad
+
+    _refused(
+        check_fused_classifier_backward(tensor_classifier, exercise=2),
+        "backprop_lessons.tensor.Tensor.backward",
+    )

@@ -254,3 +254,111 @@ def test_row_parallel_slips_are_named():
         return dxs, dws, [dbs[0]] + [0 * b for b in dbs[1:]]
 
     _status(check(bias_on_rank_0, exercise=3), "not yet", "rank 1's db", "zero")
+
+
+# ---- what a backward by hand, and a schedule, may not call ---------------------
+
+
+def _refused(verdict, called: str):
+    assert verdict.status == "not yet", str(verdict)
+    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
+    assert verdict.where and verdict.where[-1].startswith("in "), verdict
+
+
+def test_a_collectives_backward_may_not_borrow_one(capsys):
+    torch = pytest.importorskip("torch")
+    from backprop_lessons.scale import collectives
+    from backprop_lessons.scale.collectives import ReduceScatter
+
+    def by_the_function(ws):  # the book's Function, its backward called
+        return [ReduceScatter.backward(None, torch.tensor(w))[0] for w in ws]
+
+    def by_differences(ws):  # the book's numerical VJP, through the module
+        collectives.finite_difference_vjp(None, None, None, 1e-4)
+
+    def by_torch(ws):  # PyTorch's gradient of a reduce-scatter written here
+        n = len(ws) * len(ws[0])
+        xs = [torch.zeros(n, dtype=torch.float64, requires_grad=True) for _ in ws]
+        outs = torch.chunk(sum(xs), len(ws))
+        loss = sum((o * torch.tensor(w)).sum() for o, w in zip(outs, ws))
+        return [g.numpy() for g in torch.autograd.grad(loss, xs)]
+
+    check = E.check_reduce_scatter_backward
+    for answer, called in (
+        (by_the_function, "backprop_lessons.scale.collectives.ReduceScatter."),
+        (by_differences, "backprop_lessons.scale.collectives.finite_differenc"),
+        (by_torch, "torch.autograd.grad, PyTorch's autograd"),
+    ):
+        _refused(check(answer, exercise=1), called)
+    _refused(
+        E.check_all_gather_backward(by_torch, exercise=8),
+        "torch.autograd.grad",
+    )
+
+
+def test_a_parallel_layers_backward_may_not_borrow_a_matmul_rule(capsys):
+    from backprop_lessons.gpt.layers import matmul_backward
+    from backprop_lessons.tensor import Tensor
+
+    def column_by_the_layer(x, weights, dys):  # bound at import
+        dx, dws, dbs = np.zeros_like(x), [], []
+        for w, dy in zip(weights, dys):
+            part, dw, db = np.zeros_like(x), np.zeros_like(w), np.zeros(len(w))
+            matmul_backward(part, dw, db, dy, (x, w))
+            dx += part
+            dws.append(dw)
+            dbs.append(db)
+        return [dx.copy() for _ in weights], dws, dbs
+
+    def row_by_the_engine(xs, weights, dys):  # a method: .backward()
+        dxs, dws = [], []
+        for x, w in zip(xs, weights):
+            xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+            (xt @ wt.T).backward(dys[0])
+            dxs.append(xt.grad)
+            dws.append(wt.grad)
+        return dxs, dws, [d.sum(axis=0) for d in dys]
+
+    _refused(
+        E.check_column_parallel_backward(column_by_the_layer, exercise=2),
+        "backprop_lessons.gpt.layers.matmul_backward",
+    )
+    _refused(
+        E.check_row_parallel_backward(row_by_the_engine, exercise=3),
+        "backprop_lessons.tensor.Tensor.backward",
+    )
+
+
+def test_the_schedule_may_not_be_built_by_the_package(capsys):
+    pytest.importorskip("torch")
+    from backprop_lessons.scale import pipeline
+    from backprop_lessons.torch_private import schedule_timetable
+
+    def by_the_grid(p, m):  # the package's timetable, then the real answer
+        pipeline.schedule_grid("interleaved-1f1b", p, m)
+        return one_f_one_b(p, m)
+
+    def by_torch(p, m):  # PyTorch's timetable, bound at import
+        from torch.distributed.pipelining import schedules
+
+        schedule_timetable(schedules.ScheduleInterleaved1F1B, p, m)
+        return one_f_one_b(p, m)
+
+    assert E.check_pipeline_schedule(one_f_one_b, exercise=6).correct
+    _refused(
+        E.check_pipeline_schedule(by_the_grid, exercise=6),
+        "backprop_lessons.scale.pipeline.schedule_grid",
+    )
+    _refused(
+        E.check_pipeline_schedule(by_torch, exercise=6),
+        "backprop_lessons.torch_private.schedule_timetable",
+    )
+
+
+def test_a_right_schedule_prints_no_bubble(capsys):
+    """Exercise 7 asks for 1F1B's bubble at p = 2, m = 4: exercise 6's
+    report, printed under a right schedule, leaves it out."""
+    E.check_pipeline_schedule(one_f_one_b, exercise=6)
+    printed = capsys.readouterr().out
+    assert "in flight" in printed and "bubble" not in printed
+    assert "0.2" not in printed

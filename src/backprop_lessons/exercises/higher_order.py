@@ -4,10 +4,15 @@ transforms" (chapter 11).
     check_hvp(hvp)                          H v by reverse over reverse
     check_clipped_mean_gradient(fn)         DP-SGD's clipped gradient, vmap
 
-`check_hvp` judges on the Tensor engine (its reference is finite differences
-of the gradient, and the engine's own double backward); the second check
-runs on PyTorch and compares with a Python loop over the examples.  Each
-check prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+`check_hvp` judges on the Tensor engine (its reference is the engine's own
+double backward, to float64 rounding; finite differences of the gradient
+tell a wrong answer's kind); the second check runs on PyTorch and compares
+with a Python loop over the examples.  Both exercises are about autograd
+itself, so what each refuses is decided apart (see each check): the first
+asks for the Tensor engine's reverse over reverse and refuses finite
+differences, the book's scalar HVPs and PyTorch; the second asks for
+`torch.func` and refuses nothing.  Each check prints "Exercise N: ..." and
+returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
@@ -16,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gradcheck import close, directional_derivative
+from .. import higher_order as scalar_hvps
+from ..gradcheck import close, directional_derivative, numerical_gradient
 from ..tensor import Tensor, cross_entropy, grad
-from .checking import NotYet, Verdict, attempt, run_check
+from .checking import AUTOGRAD, NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
 __all__ = [
@@ -54,55 +60,89 @@ def _gradient(loss_fn, arrays):
     return [g.data for g in grad(loss_fn(params), params)]
 
 
+def _exact_hvp(loss_fn, arrays, vs):
+    """H v by the engine's reverse over reverse: the check's reference."""
+    params = [Tensor(a, requires_grad=True) for a in arrays]
+    gs = grad(loss_fn(params), params, create_graph=True)
+    dot = sum((g * Tensor(v)).sum() for g, v in zip(gs, vs))
+    return [h.data for h in grad(dot, params)]
+
+
+#: what hvp may not call: finite differences (the check's own kind of
+#: reference, which passes no test of reverse over reverse), the book's
+#: scalar HVPs, and PyTorch's autograd (the exercise is the Tensor
+#: engine's double backward)
+_HVP_REFUSED = (
+    directional_derivative,
+    numerical_gradient,
+    scalar_hvps.hvp_forward_over_reverse,
+    scalar_hvps.hvp_reverse_over_reverse,
+    AUTOGRAD,
+)
+
+
 def check_hvp(hvp, *, exercise: int) -> Verdict:
     """hvp(loss_fn, arrays, vs) -> a list of arrays H v (one per parameter),
-    with H the Hessian of loss_fn(params) at `arrays`; checked against
-    centered differences of the gradient along v."""
+    with H the Hessian of loss_fn(params) at `arrays`: checked against the
+    engine's own reverse over reverse to 1e-10 (finite differences agree to
+    only about 1e-8), at two problems drawn here.
+
+    The exercise is autograd's, the Tensor engine's `grad(...,
+    create_graph=True)`, which stays allowed; refused (`_HVP_REFUSED`):
+    finite differences of the gradient, the book's scalar HVPs and
+    PyTorch's autograd, each an HVP that is not the engine's double
+    backward."""
 
     def check(hvp):
         todo = "write hvp(loss_fn, arrays, vs) and run its cell"
-        X, y, arrays, vs = _problem(0)
+        for seed in (0, 5):
+            X, y, arrays, vs = _problem(seed)
 
-        def loss_fn(params):
-            return tiny_mlp_loss(params, X, y)
+            def loss_fn(params, X=X, y=y):
+                return tiny_mlp_loss(params, X, y)
 
-        out = attempt(hvp, loss_fn, arrays, vs, todo=todo)
-        out = [o.data if isinstance(o, Tensor) else o for o in out]
-        if len(out) != len(arrays):
-            raise NotYet(f"return one array per parameter ({len(arrays)})")
-        # H v: the gradient's change along v, by centered differences
-        flat = directional_derivative(
-            lambda moved: np.concatenate(
-                [g.ravel() for g in _gradient(loss_fn, moved)]
-            ),
-            arrays,
-            vs,
-            eps=1e-5,
-        )
-        splits = np.cumsum([a.size for a in arrays])[:-1]
-        reference = [
-            r.reshape(a.shape) for r, a in zip(np.split(flat, splits), arrays)
-        ]
-        g = _gradient(loss_fn, arrays)
-        if all(close(o, gi, 1e-9) for o, gi in zip(out, g)):
-            raise NotYet(
-                "that is the gradient itself: differentiate <gradient, v> "
-                "a second time (the first grad needs create_graph=True)"
-            )
-        for o, a in zip(out, arrays):
-            if np.shape(o) != a.shape:
+            out = attempt(hvp, loss_fn, arrays, vs, todo=todo)
+            out = [o.data if isinstance(o, Tensor) else o for o in out]
+            if len(out) != len(arrays):
+                raise NotYet(f"return one array per parameter ({len(arrays)})")
+            g = _gradient(loss_fn, arrays)
+            if all(close(o, gi, 1e-9) for o, gi in zip(out, g)):
                 raise NotYet(
-                    f"H v has each parameter's shape: got {np.shape(o)}, "
-                    f"expected {a.shape}"
+                    "that is the gradient itself: differentiate <gradient, v> "
+                    "a second time (the first grad needs create_graph=True)"
                 )
-        if not all(close(o, r, 1e-6) for o, r in zip(out, reference)):
+            for o, a in zip(out, arrays):
+                if np.shape(o) != a.shape:
+                    raise NotYet(
+                        f"H v has each parameter's shape: got {np.shape(o)}, "
+                        f"expected {a.shape}"
+                    )
+            exact = _exact_hvp(loss_fn, arrays, vs)
+            if all(close(o, r, 1e-10) for o, r in zip(out, exact)):
+                continue
+            # H v: the gradient's change along v, by centered differences
+            flat = directional_derivative(
+                lambda moved, loss_fn=loss_fn: np.concatenate(
+                    [g.ravel() for g in _gradient(loss_fn, moved)]
+                ),
+                arrays,
+                vs,
+                eps=1e-5,
+            )
+            numeric = np.split(flat, np.cumsum([a.size for a in arrays])[:-1])
+            if all(
+                close(o, r.reshape(o.shape), 1e-6) for o, r in zip(out, numeric)
+            ):
+                raise NotYet(
+                    "H v is only about right, as finite differences give it: "
+                    "take it exactly, by the engine's reverse over reverse"
+                )
             raise NotYet(
-                "H v differs from centered differences of the gradient along "
-                "v: take grad of sum_i (g_i * v_i).sum() with respect to "
-                "the same parameters"
+                "H v differs from reverse over reverse: take grad of "
+                "sum_i (g_i * v_i).sum() with respect to the same parameters"
             )
 
-    return run_check(exercise, check, hvp)
+    return run_check(exercise, check, hvp, refuse=_HVP_REFUSED)
 
 
 def check_clipped_mean_gradient(
@@ -112,7 +152,11 @@ def check_clipped_mean_gradient(
     tensor: the sum over the batch of each example's gradient, scaled so
     that its norm (over all parameters together) is at most C, divided by
     the batch size.  DP-SGD's update without its noise, which DP-SGD adds
-    to the sum before the division (Abadi et al. 2016)."""
+    to the sum before the division (Abadi et al. 2016).
+
+    Nothing is refused: the exercise is `torch.func`'s per-example
+    gradients (PyTorch's autograd is its tool), and the package has no
+    per-example clipping of its own."""
     import torch  # this check runs on PyTorch
 
     def check(fn):

@@ -9,8 +9,14 @@
     book_matmul_vjp(G, X, W)     the book's matmul VJP in exercise 1's form
 
 Reference gradients come from PyTorch autograd in float64 (imported when a
-check runs) or from centered differences (`gradcheck`).  Each check prints
-"Exercise N: ..." and returns a `Verdict` (see `checking`).
+check runs) or from centered differences (`gradcheck`).  Every exercise
+here is a gradient by hand, so every check refuses (`run_check`'s
+`refuse=`) PyTorch's autograd and the book's own ways of computing it: the
+Tensor engine's backward (`Tensor.backward`, `tensor.grad`) and its rule
+for the same operation (`Tensor.matmul_backward`, `book_matmul_vjp`,
+`layers.matmul_backward`; `unbroadcast` for exercise 5; the stable softmax
+and the log-softmax rule for exercise 4).  Each check prints "Exercise N:
+..." and returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
@@ -19,9 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import numerics
+from .. import tensor as engine
+from ..gpt import layers
 from ..gradcheck import close, numerical_param_gradients
 from ..tensor import Tensor, unbroadcast
-from .checking import NotYet, Verdict, attempt, mismatched, run_check
+from .checking import AUTOGRAD, NotYet, Verdict, attempt, mismatched, run_check
 from .questions import Choice, Number
 
 __all__ = [
@@ -48,6 +57,13 @@ def book_matmul_vjp(G, X, W):
     rule, `Tensor.matmul_backward`.  The chapter's later cells fall back on
     it until the reader's `matmul_vjp` passes."""
     return Tensor.matmul_backward(G, (X, W), (True, True))
+
+
+#: the book's ways of computing a gradient for you: its Tensor engine's
+#: backward pass, and PyTorch's autograd
+BY_HAND = (Tensor.backward, engine.grad, AUTOGRAD)
+#: the book's matmul VJP, wherever it lives
+MATMUL_VJPS = (Tensor.matmul_backward, book_matmul_vjp, layers.matmul_backward)
 
 
 def check_matmul_vjp(matmul_vjp, *, exercise: int) -> Verdict:
@@ -83,7 +99,7 @@ def check_matmul_vjp(matmul_vjp, *, exercise: int) -> Verdict:
                         "sum over the entries of Z it touches"
                     )
 
-    return run_check(exercise, check, matmul_vjp)
+    return run_check(exercise, check, matmul_vjp, refuse=MATMUL_VJPS + BY_HAND)
 
 
 def check_shared_weight_vjp(shared_weight_vjp, *, exercise: int) -> Verdict:
@@ -114,7 +130,9 @@ def check_shared_weight_vjp(shared_weight_vjp, *, exercise: int) -> Verdict:
                     "once per (b, t) position, so its gradient sums over them"
                 )
 
-    return run_check(exercise, check, shared_weight_vjp)
+    return run_check(
+        exercise, check, shared_weight_vjp, refuse=MATMUL_VJPS + BY_HAND
+    )
 
 
 def check_linear_backward(linear_backward, *, exercise: int) -> Verdict:
@@ -143,7 +161,23 @@ def check_linear_backward(linear_backward, *, exercise: int) -> Verdict:
                 f"{' and '.join(wrong)} disagree with finite differences"
             )
 
-    return run_check(exercise, check, linear_backward)
+    return run_check(
+        exercise, check, linear_backward, refuse=MATMUL_VJPS + BY_HAND
+    )
+
+
+#: the book's stable softmax and the rules that use it: logsumexp's VJP is
+#: a stable softmax, which is what exercise 4 asks for
+_LOGSUMEXP_REFUSED = (
+    numerics.softmax,
+    numerics.log_softmax,
+    Tensor.softmax,
+    Tensor.log_softmax,
+    Tensor.log_softmax_backward,
+    engine.cross_entropy_backward,
+    layers.crossentropy_softmax_forward,
+    *BY_HAND,
+)
 
 
 def check_logsumexp_vjp(logsumexp_vjp, *, exercise: int) -> Verdict:
@@ -173,26 +207,35 @@ def check_logsumexp_vjp(logsumexp_vjp, *, exercise: int) -> Verdict:
             if not close(mine, zt.grad.numpy(), TOL):
                 raise NotYet("the values differ from PyTorch's gradient")
 
-    return run_check(exercise, check, logsumexp_vjp)
+    return run_check(exercise, check, logsumexp_vjp, refuse=_LOGSUMEXP_REFUSED)
 
 
 def check_unbroadcast(my_unbroadcast, *, exercise: int) -> Verdict:
     """my_unbroadcast(grad, shape) must sum a (2, 3, 4) gradient back to
-    seven shapes exactly as the package's `unbroadcast` does."""
+    seven shapes exactly as the package's `unbroadcast` does, and a
+    (3, 1, 2, 5) one, whose own axis of 1 stays, back to three more."""
 
     def check(my_unbroadcast):
         todo = "write my_unbroadcast(grad, shape) and run its cell"
-        G = np.random.default_rng(13).standard_normal((2, 3, 4))
-        for shape in [(2, 3, 4), (4,), (3, 1), (1, 4), (2, 1, 1), (1, 3, 1), ()]:
-            mine = np.asarray(attempt(my_unbroadcast, G, shape, todo=todo))
+        rng = np.random.default_rng(13)
+        G = rng.standard_normal((2, 3, 4))
+        G4 = rng.standard_normal((3, 1, 2, 5))
+        shapes = [(2, 3, 4), (4,), (3, 1), (1, 4), (2, 1, 1), (1, 3, 1), ()]
+        cases = [(G, shape) for shape in shapes]
+        cases += [(G4, shape) for shape in [(1, 2, 1), (3, 1, 1, 5), (5,)]]
+        for grad, shape in cases:
+            mine = attempt(my_unbroadcast, grad.copy(), shape, todo=todo)
+            mine = np.asarray(mine)
             if mine.shape != shape:
-                raise NotYet(f"(2, 3, 4) -> {shape} gives shape {mine.shape}")
-            if not close(mine, unbroadcast(G, shape), TOL):
+                raise NotYet(f"{grad.shape} -> {shape} gives shape {mine.shape}")
+            if not close(mine, unbroadcast(grad, shape), TOL):
                 raise NotYet(
-                    f"(2, 3, 4) -> {shape} has the right shape, wrong sums"
+                    f"{grad.shape} -> {shape} has the right shape, wrong sums"
                 )
 
-    return run_check(exercise, check, my_unbroadcast)
+    return run_check(
+        exercise, check, my_unbroadcast, refuse=(unbroadcast, *BY_HAND)
+    )
 
 
 # ---- self-checks -------------------------------------------------------------

@@ -19,7 +19,14 @@ mask on the diagonal tiles, the 1/sqrt(hs) scale, `=` for `+=`; for the
 fused classifier the chunk boundaries, the dloss / (B*T) scale and the
 target's -1.
 
-Each check prints "Exercise N: ..." and returns a `Verdict` (see
+The two backwards are written by hand: their checks refuse (`run_check`'s
+`refuse=`) the book's own backward of the same layer (the tiled one and the
+eager one: `layers.flash_attention_backward` and `attention_backward`;
+`fused_classifier_backward` and the unfused `crossentropy_softmax_backward`
+and `matmul_backward`), the Tensor engine's backward, and PyTorch's
+autograd.  The online-softmax merge and loss scaling compute no gradient,
+and the package has no function that does either on its own: they refuse
+nothing.  Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`); PyTorch is imported only when a backward's check runs.
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
@@ -31,9 +38,11 @@ import math
 
 import numpy as np
 
+from .. import tensor as engine
+from ..gpt import layers
 from ..gpt.layers import flash_attention_forward, fused_classifier_forward
 from ..gradcheck import close
-from .checking import NotYet, Verdict, attempt, run_check
+from .checking import AUTOGRAD, NotYet, Verdict, attempt, run_check
 from .layer_checks import (
     LayerCase,
     label_at,
@@ -318,6 +327,25 @@ def _flash_case(rng, B: int, T: int, NH: int, hs: int, tile: int) -> LayerCase:
     )
 
 
+#: the book's ways of computing a gradient for you
+_BY_HAND = (engine.Tensor.backward, engine.grad, AUTOGRAD)
+#: what FlashAttention's backward may not call: the book's tiled backward
+#: and its eager one (the same gradient), and any autograd
+_FLASH_REFUSED = (
+    layers.flash_attention_backward,
+    layers.attention_backward,
+    *_BY_HAND,
+)
+#: what the fused classifier's backward may not call: the book's fused
+#: backward and the unfused pair it fuses, and any autograd
+_CLASSIFIER_REFUSED = (
+    layers.fused_classifier_backward,
+    layers.crossentropy_softmax_backward,
+    layers.matmul_backward,
+    *_BY_HAND,
+)
+
+
 def check_flash_attention_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dout, cache), like `layers.flash_attention_backward`, with
     the cache of `layers.flash_attention_forward` (inp, out, L, n_head,
@@ -335,7 +363,7 @@ def check_flash_attention_backward(fn, *, exercise: int) -> Verdict:
         ]
         run_layer_check(fn, cases, todo, detail=wrong_thirds)
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_FLASH_REFUSED)
 
 
 # ---- the fused classifier's backward -------------------------------------------
@@ -540,7 +568,7 @@ def check_fused_classifier_backward(fn, *, exercise: int) -> Verdict:
         ]
         run_layer_check(fn, cases, todo)
 
-    return run_check(exercise, check, fn)
+    return run_check(exercise, check, fn, refuse=_CLASSIFIER_REFUSED)
 
 
 # ---- the online softmax and loss scaling ---------------------------------------

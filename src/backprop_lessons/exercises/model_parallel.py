@@ -20,8 +20,16 @@ backward taken for an all-reduce).  The pipeline check plays the reader's
 schedule (`simulate_schedule`): it rejects an order that deadlocks or
 breaks a dependency, and reports the bubble and the micro-batches each
 stage holds.  (The chapter's predictions are graded by
-`predictions.check_prediction`.)  Each check
-prints "Exercise N: ..." and returns a `Verdict` (see `checking`).
+`predictions.check_prediction`.)
+
+Every backward here is by hand: its check refuses (`run_check`'s
+`refuse=`) the book's own backward of the same thing (the collectives'
+`torch.autograd.Function`s in `scale.collectives`, Megatron's f and g, the
+book's matmul rules), the package's finite-difference VJP, the Tensor
+engine's backward and PyTorch's autograd.  The pipeline check refuses the
+package's schedule builders (`pipeline.make_schedule`, `schedule_grid`,
+PyTorch's timetables), which hand back a schedule.  Each check prints
+"Exercise N: ..." and returns a `Verdict` (see `checking`).
 
 `SELF_CHECKS` holds the chapter's self-check questions (`questions`).
 """
@@ -33,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gradcheck import close, largest_difference
-from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
+from .checking import AUTOGRAD, NotAttempted, NotYet, Verdict, attempt, run_check
 from .questions import Choice, Number
 
 __all__ = [
@@ -83,6 +91,36 @@ reduce_scatter_forward = reduce_scatter
 def broadcast_forward(xs: list, src: int) -> list:
     """Every rank gets rank src's array."""
     return [xs[src].copy() for _ in xs]
+
+
+def _refused(*names: str) -> tuple:
+    """What a backward written by hand here may not call: the book's own
+    `scale.collectives` Functions' backwards named (as "AllGather", ...),
+    its finite-difference VJP, the Tensor engine's backward and PyTorch's
+    autograd (torch imported here)."""
+    from .. import tensor as engine
+    from ..scale import collectives
+
+    return (
+        *(getattr(collectives, name).backward for name in names),
+        collectives.finite_difference_vjp,
+        engine.Tensor.backward,
+        engine.grad,
+        AUTOGRAD,
+    )
+
+
+def _matmul_rules() -> tuple:
+    """The book's matmul VJPs: a parallel layer's slice is a matmul."""
+    from .. import tensor as engine
+    from ..gpt import layers
+    from .matmul_vjp import book_matmul_vjp
+
+    return (
+        engine.Tensor.matmul_backward,
+        layers.matmul_backward,
+        book_matmul_vjp,
+    )
 
 
 def _dot(a: list, b: list) -> float:
@@ -190,7 +228,9 @@ def check_all_gather_backward(all_gather_backward, *, exercise: int) -> Verdict:
             slips,
         )
 
-    return run_check(exercise, check, all_gather_backward)
+    return run_check(
+        exercise, check, all_gather_backward, refuse=_refused("AllGather")
+    )
 
 
 def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
@@ -228,7 +268,9 @@ def check_broadcast_backward(broadcast_backward, *, exercise: int) -> Verdict:
                 slips,
             )
 
-    return run_check(exercise, check, broadcast_backward)
+    return run_check(
+        exercise, check, broadcast_backward, refuse=_refused("Broadcast")
+    )
 
 
 def check_reduce_scatter_backward(
@@ -273,7 +315,12 @@ def check_reduce_scatter_backward(
             slips,
         )
 
-    return run_check(exercise, check, reduce_scatter_backward)
+    return run_check(
+        exercise,
+        check,
+        reduce_scatter_backward,
+        refuse=_refused("ReduceScatter", "ScatterToSequence"),
+    )
 
 
 # ---- tensor parallelism's two layers, on a simulated group --------------------
@@ -384,7 +431,13 @@ def check_column_parallel_backward(
                 [],
             )
 
-    return run_check(exercise, check, column_parallel_backward)
+    refused = _refused("CopyToParallel", "SequenceParallelLinear")
+    return run_check(
+        exercise,
+        check,
+        column_parallel_backward,
+        refuse=refused + _matmul_rules(),
+    )
 
 
 def check_row_parallel_backward(
@@ -486,7 +539,10 @@ def check_row_parallel_backward(
                 ],
             )
 
-    return run_check(exercise, check, row_parallel_backward)
+    refused = _refused("ReduceFromParallel")
+    return run_check(
+        exercise, check, row_parallel_backward, refuse=refused + _matmul_rules()
+    )
 
 
 # ---- a pipeline schedule, played ---------------------------------------------
@@ -648,13 +704,29 @@ def check_pipeline_schedule(one_f_one_b, *, exercise: int) -> Verdict:
                     f"(m + p - 1)(t_f + t_b) = {best:g}: some stage waits "
                     f"where a step of its own could already run"
                 )
-            played.append(
-                f"p = {p}, m = {m}: bubble {run.bubble[0]:.3f}, "
-                f"in flight {list(run.in_flight)}"
-            )
+            # the in-flight counts only: the bubble is exercise 7's answer
+            played.append(f"p = {p}, m = {m}: in flight {list(run.in_flight)}")
         return "    " + "\n    ".join(played)
 
-    return run_check(exercise, check, one_f_one_b)
+    return run_check(exercise, check, one_f_one_b, refuse=_schedule_builders())
+
+
+def _schedule_builders() -> tuple:
+    """What one_f_one_b may not call: the package's builders of a schedule
+    (PyTorch's, run or timetabled) and PyTorch's own 1F1B order."""
+    from torch.distributed.pipelining import schedules
+
+    from ..scale import pipeline
+    from ..torch_private import schedule_timetable
+
+    torch_1f1b = getattr(schedules, "_get_1f1b_rank_ops", None)
+    return (
+        pipeline.make_schedule,
+        pipeline.schedule_grid,
+        pipeline.pipeline_run,
+        schedule_timetable,
+        *((torch_1f1b,) if torch_1f1b is not None else ()),
+    )
 
 
 # ---- self-checks -------------------------------------------------------------
