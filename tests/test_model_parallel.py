@@ -38,11 +38,11 @@ import psutil
 import pytest
 import torch
 
+import dying_rank
 from backprop_lessons.gpt.model import GPTConfig, init_params
 from backprop_lessons.gpt.reference import torch_forward_backward
 from backprop_lessons.scale import collectives, pipeline, tensor_parallel
 from backprop_lessons.scale import ddp_train as T
-from backprop_lessons.scale import harness as H
 
 STEPS, CRASH_AFTER = 6, 3
 COMMON = [
@@ -62,12 +62,12 @@ CONFIG = GPTConfig(vocab_size=28, block_size=16, n_layer=2, n_head=2, n_embd=16)
 
 CLIP = ["--clip", "0.05"]
 RUNS = {
-    "alone": [sys.executable, "-m", H.DDP_TRAIN, *COMMON],
-    "alone-clip": [sys.executable, "-m", H.DDP_TRAIN, *COMMON, *CLIP],
+    "alone": [sys.executable, "-m", T.PROGRAM, *COMMON],
+    "alone-clip": [sys.executable, "-m", T.PROGRAM, *COMMON, *CLIP],
     "sequence": [
         "tp",
         "-m",
-        H.DDP_TRAIN,
+        T.PROGRAM,
         *COMMON,
         "--tensor-parallel",
         "2",
@@ -76,7 +76,7 @@ RUNS = {
     "zbv-clip": [
         "tp",
         "-m",
-        H.DDP_TRAIN,
+        T.PROGRAM,
         *COMMON,
         "--pipeline",
         "2",
@@ -87,7 +87,7 @@ RUNS = {
     "tensor-accumulate": [
         "tp",
         "-m",
-        H.DDP_TRAIN,
+        T.PROGRAM,
         *COMMON,
         "--tensor-parallel",
         "2",
@@ -97,7 +97,7 @@ RUNS = {
     "gpipe": [
         "tp",
         "-m",
-        H.DDP_TRAIN,
+        T.PROGRAM,
         *COMMON,
         "--pipeline",
         "2",
@@ -108,8 +108,7 @@ RUNS = {
     ],
     "tensor-crash": [
         "tp",
-        "-m",
-        H.HARNESS,
+        *dying_rank.SCRIPT,
         *COMMON,
         "--tensor-parallel",
         "2",
@@ -120,8 +119,7 @@ RUNS = {
     ],
     "pipeline-crash": [
         "tp",
-        "-m",
-        H.HARNESS,
+        *dying_rank.SCRIPT,
         *COMMON,
         "--pipeline",
         "2",
@@ -188,7 +186,7 @@ class Runs:
         except subprocess.TimeoutExpired:
             self.kill_all()
             pytest.fail(f"{name} still ran after {RUN_LIMIT} s: hung")
-        return H.Finished(
+        return T.Finished(
             tuple(_argv(RUNS[name])),
             proc.returncode,
             (self.directory / f"{name}.out").read_text(),
@@ -418,34 +416,6 @@ def test_comm_per_step_counts():
     assert c == {"tensor parallel": 4 * 2 * 128 * 16, "data parallel (DDP)": 7296}
 
 
-def test_trainer_options_are_checked():
-    with pytest.raises(ValueError, match="do not combine"):
-        T.TrainOptions(tensor_parallel=2, pipeline=2)
-    with pytest.raises(ValueError, match="--fsdp is data parallelism"):
-        T.TrainOptions(tensor_parallel=2, fsdp=True)
-    with pytest.raises(ValueError, match="leave --accumulate at 1"):
-        T.TrainOptions(pipeline=2, accumulate=2)
-    with pytest.raises(ValueError, match="schedule must be"):
-        T.TrainOptions(schedule="zero-bubble")
-    with pytest.raises(ValueError, match="needs --tensor-parallel N"):
-        T.TrainOptions(sequence_parallel=True)
-    for bad in (0, -1.0, True, "0.05"):
-        with pytest.raises(ValueError, match="clip \\(--clip MAX_NORM\\)"):
-            T.TrainOptions(clip=bad)
-    args = T.parse_args(
-        ["--tensor-parallel", "2", "--sequence-parallel", "--clip", "0.05"]
-    )
-    assert args.sequence_parallel and args.clip == 0.05
-    assert T.parse_args(["--schedule", "zbv"]).schedule == "zbv"
-    with pytest.raises(ValueError, match="needs exactly 2 processes"):
-        T.TrainOptions(tensor_parallel=2).check_world(4)
-    with pytest.raises(ValueError, match="3 equal micro-batches"):
-        T.TrainOptions(pipeline=2, micro_batches=3).check_world(2)
-    assert T.TrainOptions(pipeline=2).check_world(2) == 2
-    # data parallelism keeps its options
-    assert T.TrainOptions(fsdp=True, accumulate=2).check_world(2) == 2
-
-
 # ---------------------------------------------------------------------------
 # On two ranks (run_workers)
 # ---------------------------------------------------------------------------
@@ -654,7 +624,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(runs, name):
     assert crash.returncode != 0, crash.stdout
     assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
     assert "final loss" not in crash.stdout
-    assert crash.root_cause() == {
+    assert dying_rank.root_cause(crash.stderr) == {
         "rank": 1,
         "exitcode": -9,
         "signal": "SIGKILL",

@@ -1,8 +1,8 @@
 """Each shared fact is written once (issue 37): one finite-difference routine,
 one relative error, one absolute difference of two arrays (issue 45: what
 every closeness test is built on), one table of the GPT's parameters, one
-NumPy Adam, one PyTorch attention, one rule per Tensor operation, one map
-of the package.
+NumPy Adam, one PyTorch AdamW, one PyTorch attention, one rule per Tensor
+operation, one map of the package.
 
 Counted over the package's source (and, for the two formulas, the tests'
 and the benchmarks' too): a second copy fails here, naming where it is, so
@@ -180,6 +180,15 @@ def test_one_numpy_adam():
         "gpt/train.py:AdamW",
         "microgpt/model.py:Adam",
     ]
+
+
+def test_one_pytorch_adamw():
+    """scale.optimizer.adamw builds torch.optim.AdamW for every mode of the
+    trainer (data, tensor and pipeline parallelism, scale_out's
+    measurements), its decay from the parameter table and its betas and eps
+    from the book's AdamW: no other module of the package calls it."""
+    found = _where(SOURCES, re.compile(r"\boptim\.AdamW\("))
+    assert len(found) == 1 and "scale/optimizer.py" in found[0], found
 
 
 def test_one_pytorch_attention():
