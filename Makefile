@@ -109,7 +109,8 @@ lint: $(STAMP)
 # The tests that start processes (torch.distributed workers, torchrun) run
 # in `make multiprocess`, and the wheel's install in `make package`.
 MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/test_scale_out.py \
-                      tests/test_model_parallel.py
+                      tests/test_collectives.py tests/test_tensor_parallel.py tests/test_vocab_parallel.py \
+                      tests/test_pipeline.py tests/test_model_parallel_train.py
 
 unit: $(STAMP) dot-ok
 	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
@@ -211,8 +212,8 @@ chapter: $(STAMP) dot-ok
 	  $(BIN)/python scripts/lab_form.py $$nb && \
 	  $(TIMED) $(PROFILE_AVX2) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -q $$nb && \
 	  $(BIN)/pytest -q -n 2 -m "not full_size" $$parallel && \
-	  $(BIN)/pytest -q -n 2 tests/test_notebooks.py tests/test_live_workbench.py \
-	    tests/test_show_targets.py -k "$$stem" && \
+	  $(BIN)/pytest -q -n 2 tests/conventions/test_notebooks.py tests/conventions/test_live_workbench.py \
+	    tests/conventions/test_show_targets.py -k "$$stem" && \
 	  { [ -z "$$serial" ] || $(BIN)/pytest -q -p no:xdist $$serial; }
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its

@@ -26,8 +26,6 @@ import signal
 import sys
 from pathlib import Path
 
-from backprop_lessons.scale import ddp_train
-
 #: this file, as `ddp_train.launch(program=...)` and torchrun run it
 SCRIPT = (str(Path(__file__).resolve()),)
 #: how long a survivor waits for torchrun's SIGTERM before it raises
@@ -97,6 +95,8 @@ def main(argv=None) -> int:
         if args.crash_rank is None
         else crash_after(args.crash_rank, args.crash_after_step)
     )
+    from backprop_lessons.scale import ddp_train  # torch: only when run
+
     try:
         return ddp_train.main(rest, after_step=after_step)
     except RuntimeError:

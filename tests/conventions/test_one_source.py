@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "backprop_lessons"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 EVERYWHERE = (
     SOURCES
     + sorted((ROOT / "tests").glob("*.py"))
+    + sorted((ROOT / "tests" / "conventions").glob("*.py"))
     + sorted((ROOT / "benchmarks").glob("*.py"))
 )
 THIS = Path(__file__).resolve()
