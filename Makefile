@@ -11,7 +11,6 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
 CHROMIUM    ?= /usr/bin/chromium
 BOOK_FLAGS  := -W -n --keep-going
-NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 NOTEBOOKS   := $(sort $(wildcard notebooks/*.ipynb))
 # Nothing the suites run may reach beyond this machine: chapter 9's optional
 # cell (the real GPT-2 weights) skips without even trying to connect, and
@@ -23,8 +22,8 @@ export HF_HUB_OFFLINE := 1
 # says when it can count only the processes the suite waited for.
 TIMED = scripts/timed.sh $@
 
-.PHONY: book lab test check chapter reader-suites computed-suites process-suites lint unit multiprocess package nbval \
-        nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser bench notebooks vendor \
+.PHONY: book lab test check chapter lint unit multiprocess package reader-runtime nbval \
+        nbval-profiles nbval-avx2 nbval-baseline nbval-load book-strict browser bench notebooks vendor \
         clean distclean python-ok dot-ok chromium-ok
 
 book: $(STAMP)
@@ -50,50 +49,37 @@ lab: $(STAMP) dot-ok
 	    --LabApp.default_url=/lab/tree/notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
 	    $(LAB_ARGS)
 
-# Four lanes side by side after the lint, each suite's output printed whole
-# when it ends: the reader's lane builds the book strictly and drives Chromium
-# over it and over chapter 2 run live in JupyterLab (mostly waiting on page
-# loads, MathJax and axe, so it leaves CPU to the others); the computing lane
-# runs the unit tests and then nbval as on an AVX2 machine; another runs
-# every notebook as on Colab (rendering each notebook's markdown as Colab
-# does).  The process lane runs the tests that start worker processes and
-# torchrun (their time limits start when the workers are up, so a busy
-# machine slows them, never fails them), then installs the wheel into an
-# empty venv.
-#
-# nbval checks the stored outputs as on an AVX2 CPU (Colab's and most
-# readers'), not natively: `make notebooks` stores what this CPU prints with
-# its default threads, so the profile compares another machine's digits with
-# this one's.  Each notebook pass costs about three CPU-minutes, and a 2-core
-# machine has 24 in make test's twelve minutes: the native pass (`make
-# nbval`) and the older-CPU profile (`make nbval-baseline`, an SSE-only CPU)
-# run outside it, the latter as its own job in .github/workflows/test.yml.
+# make test: the lint; then the two things the run needs built, side by side
+# (the book, built strictly, and the readers' runtime, into which a chapter's
+# setup cell installs the package); then one pytest run of everything on two
+# workers: the unit tests, every notebook executed once and checked by nbval
+# (in the readers' runtime, as on an AVX2 CPU: ARCHITECTURE.md, "How the
+# notebooks are checked"), the tests that start processes, the package
+# installed as a reader installs it, and the browser tests of the built book
+# and of JupyterLab.  xdist hands out the work as workers free up (--dist
+# loadgroup): a notebook's cells, a page's browser tests, JupyterLab's and
+# the process-starting tests each stay together on one worker, in order, and
+# the largest groups go first.  No lane is balanced by hand.  It ends with
+# its wall-clock and CPU time (scripts/timed.sh); --durations lists the
+# slowest items.
 test: lint dot-ok chromium-ok
-	$(MAKE) --no-print-directory --output-sync=target \
-	    -j4 reader-suites computed-suites process-suites colab
-	@echo "make test: all suites passed."
+	$(MAKE) --no-print-directory -j2 book-strict reader-runtime
+	$(TIMED) $(NBVAL_ENV) CHROMIUM=$(CHROMIUM) $(BIN)/pytest -n 2 --dist loadgroup \
+	    $(NBVAL_FLAGS) -m "not full_size" -q --durations=15 tests $(NOTEBOOKS)
+	@echo "make test: everything passed."
 
-# Threads must not spin while another suite holds the core they wait for:
+# Threads must not spin while another test holds the core they wait for:
 # OpenMP's (PyTorch's) wait passively, and OpenBLAS (NumPy's matmuls), whose
 # idle threads spin with no setting to stop them, runs one thread.  With two
-# OpenBLAS threads beside the other suites, chapter 6's training cell took
-# 24 s instead of 6, and the unit tests minutes instead of one.  Neither
-# changes a result: OpenBLAS splits a matmul by blocks of its output, so each
-# element sums in the same order, and the profiles below check the stored
-# outputs with one thread of every library anyway.
-SUITES := test check chapter reader-suites computed-suites process-suites unit multiprocess package nbval \
-          nbval-profiles nbval-avx2 nbval-baseline nbval-load colab book-strict browser
+# OpenBLAS threads beside other work, chapter 6's training cell took 24 s
+# instead of 6, and the unit tests minutes instead of one.  Neither changes a
+# result: OpenBLAS splits a matmul by blocks of its output, so each element
+# sums in the same order, and nbval checks the stored outputs with one thread
+# of every library anyway.
+SUITES := test check chapter unit multiprocess package nbval nbval-profiles nbval-avx2 \
+          nbval-baseline nbval-load book-strict browser reader-runtime
 $(SUITES): export OMP_WAIT_POLICY := PASSIVE
 $(SUITES): export OPENBLAS_NUM_THREADS := 1
-
-reader-suites: $(STAMP) dot-ok chromium-ok
-	$(MAKE) --no-print-directory -j1 book-strict browser
-
-computed-suites: $(STAMP) dot-ok
-	$(MAKE) --no-print-directory -j1 unit nbval-avx2
-
-process-suites: $(STAMP)
-	$(MAKE) --no-print-directory -j1 multiprocess package
 
 # ruff's linter and formatter check (configured in pyproject.toml); fix with
 # `.venv/bin/ruff check --fix . && .venv/bin/ruff format .`; then actionlint
@@ -103,42 +89,50 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/actionlint .github/workflows/*.yml
 
-# The 124M-parameter check against transformers (marked full_size, 5 GB, ~45 s)
-# is chapter 9's notebook cell too, which nbval runs; `make unit` leaves the
-# test's copy out (run it with `pytest -m full_size tests`).
-# The tests that start processes (torch.distributed workers, torchrun) run
-# in `make multiprocess`, and the wheel's install in `make package`.
-MULTIPROCESS_TESTS := tests/test_distributed.py tests/test_ddp_train.py tests/test_scale_out.py \
-                      tests/test_collectives.py tests/test_tensor_parallel.py tests/test_vocab_parallel.py \
-                      tests/test_pipeline.py tests/test_model_parallel_train.py
-
+# The parts of make test, each alone.  The unit tests leave out what needs a
+# build (the browser tests, the readers' runtime's test), what starts processes
+# (marked `multiprocess`), the package's install (`package`) and the
+# 124M-parameter check against transformers (`full_size`, 5 GB, ~45 s: it is
+# chapter 9's notebook cell too, which nbval runs; `pytest -m full_size
+# tests` runs the test's copy).
 unit: $(STAMP) dot-ok
-	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab --ignore=tests/package \
-	    $(addprefix --ignore=,$(MULTIPROCESS_TESTS)) -q -n 2 --durations=8 -m "not full_size"
+	$(TIMED) $(BIN)/pytest tests --ignore=tests/browser --ignore=tests/colab/test_reader_runtime.py \
+	    -m "not multiprocess and not package and not full_size" -q -n 2 --durations=8
 
-# One test at a time: two of these tests side by side (a torchrun launch
-# beside a group of run_workers) once broke a gloo mesh ("Connection closed
-# by peer" while connecting), which no single test does alone.
+# The tests that start processes (torch.distributed workers, torchrun), one
+# at a time: two side by side (a torchrun launch beside a group of
+# run_workers) once broke a gloo mesh.  Their time limits start once the
+# workers are up, so a busy machine slows them, never fails them.
 multiprocess: $(STAMP)
-	$(TIMED) $(BIN)/pytest $(MULTIPROCESS_TESTS) -q -p no:xdist --durations=4
+	$(TIMED) $(BIN)/pytest tests -m multiprocess -q -p no:xdist --durations=4
 
-# The wheel built from this checkout, installed with its dependencies (from
-# PyPI, through pip's cache) into an empty venv: every engine must import.
+# The package installed into an empty venv as a reader installs it (pip
+# install ., its dependencies from PyPI through pip's cache).
 package: $(STAMP)
 	$(TIMED) $(BIN)/pytest tests/package -q
 
-# nbval takes the longest notebooks first: xdist then hands out the rest as
-# workers free up (--no-loadscope-reorder keeps this order), and both workers
-# finish at about the same time.
-SLOW_NOTEBOOKS  := $(addprefix notebooks/,09_gpt2_124m.ipynb 06_gpt_backward.ipynb \
-                     08_backprop_at_scale.ipynb 12_model_parallel.ipynb \
-                     07_debugging_backward.ipynb 03_forward_vs_reverse.ipynb)
-NBVAL_NOTEBOOKS := $(foreach nb,$(SLOW_NOTEBOOKS),$(filter $(nb),$(NOTEBOOKS))) \
-                   $(filter-out $(SLOW_NOTEBOOKS),$(NOTEBOOKS))
-NBVAL_RUN       := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadscope --no-loadscope-reorder -q
+# The readers' runtime (scripts/reader_runtime.py): Colab's preinstalled
+# packages at Colab's versions, PyTorch from .venv, and the package as a
+# chapter's setup cell installs it (anew on every run; the rest is rebuilt
+# only when its inputs change).  nbval runs every notebook in it.
+READER      := $(VENV)/reader-runtime
+reader-runtime: $(STAMP)
+	$(TIMED) $(BIN)/python scripts/reader_runtime.py $(READER)
 
-nbval: $(STAMP) dot-ok
-	$(TIMED) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+# nbval checks the stored outputs, every notebook once, in the readers'
+# runtime, over Unix sockets (conftest.py).  The outputs are what `make
+# notebooks` printed in .venv with this CPU's kernels, so the check compares
+# another runtime's libraries (Colab's IPython, ipywidgets, NumPy) and, with
+# a profile below, another CPU's digits with them: what a checked output
+# shows must read alike in both.
+NBVAL_FLAGS := --nbval --nbval-kernel-name backprop-reader --nbval-sanitize-with nbval_sanitize.cfg \
+               --nbval-kernel-startup-timeout 300
+NBVAL_RUN   := $(BIN)/pytest $(NBVAL_FLAGS) -n 2 --dist loadgroup -q
+NBVAL_ENV    = JUPYTER_PATH=$(abspath $(READER))/share/jupyter READER_RUNTIME=$(abspath $(READER)) \
+               $(PROFILE_AVX2) $(ONE_THREAD)
+
+nbval: reader-runtime dot-ok
+	$(TIMED) JUPYTER_PATH=$(abspath $(READER))/share/jupyter $(NBVAL_RUN) $(NOTEBOOKS)
 
 # The stored outputs must read the same on any x86-64 CPU and thread count.
 # NumPy, OpenBLAS, PyTorch and glibc's math library pick SIMD kernels at run
@@ -146,10 +140,12 @@ nbval: $(STAMP) dot-ok
 # CPU, unlike switching them on) shows what another machine prints.  PyTorch's
 # matmuls run in MKL and oneDNN, which ignore ATEN_CPU_CAPABILITY: they take
 # their own caps (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA).  Without them
-# an Intel AVX-512 machine ran float64 matmuls down a path no profile covered.  `nbval`
-# above runs natively, with PyTorch's default threads; these two runs, with one
-# thread, cover an AVX2 machine and an older one (SSE only: no AVX, no FMA).
-# On a CPU without AVX-512 the AVX2 profile is its native kernels.
+# an Intel AVX-512 machine ran float64 matmuls down a path no profile covered.
+# make test runs the AVX2 profile (one thread: an AVX2 machine, Colab's and
+# most readers'); `make nbval` runs natively with PyTorch's default threads,
+# and `make nbval-baseline` an older CPU (SSE only: no AVX, no FMA), which the
+# GitHub workflow runs as a job of its own.  On a CPU without AVX-512 the
+# AVX2 profile is its native kernels.
 ONE_THREAD       := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 PROFILE_AVX2     := NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL ATEN_CPU_CAPABILITY=avx2 \
                     MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -159,11 +155,12 @@ PROFILE_BASELINE := NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL ATEN_CPU_C
 
 nbval-profiles: nbval-avx2 nbval-baseline
 
-nbval-avx2: $(STAMP) dot-ok
-	$(TIMED) $(PROFILE_AVX2) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+nbval-avx2: reader-runtime dot-ok
+	$(TIMED) $(NBVAL_ENV) $(NBVAL_RUN) $(NOTEBOOKS)
 
-nbval-baseline: $(STAMP) dot-ok
-	$(TIMED) $(PROFILE_BASELINE) $(ONE_THREAD) $(NBVAL_RUN) $(NBVAL_NOTEBOOKS)
+nbval-baseline: reader-runtime dot-ok
+	$(TIMED) JUPYTER_PATH=$(abspath $(READER))/share/jupyter $(PROFILE_BASELINE) $(ONE_THREAD) \
+	    $(NBVAL_RUN) $(NOTEBOOKS)
 
 # Every chapter with a measurement cell (one that opens with "# Measurement"),
 # three times in a row while one busy process per core competes for the CPU
@@ -172,49 +169,38 @@ nbval-baseline: $(STAMP) dot-ok
 # minutes, so not part of `make test`.
 LOAD_NOTEBOOKS = $(shell grep -l '# Measurement' $(NOTEBOOKS))
 
-nbval-load: $(STAMP) dot-ok
-	$(BIN)/python scripts/under_load.py --repeat 3 -- $(NBVAL_RUN) $(LOAD_NOTEBOOKS)
-
-# Every notebook alone in an empty folder, in an environment without the
-# package: its setup cell must install it, as on Colab (tests/colab).  One
-# thread per library: beside the other suites, kernels with a thread per core
-# spun waiting for each other and took five times as long.
-colab: $(STAMP) dot-ok
-	$(TIMED) $(ONE_THREAD) $(BIN)/pytest tests/colab -n 2 -q
+nbval-load: reader-runtime dot-ok
+	$(NBVAL_ENV) $(BIN)/python scripts/under_load.py --repeat 3 -- $(NBVAL_RUN) $(LOAD_NOTEBOOKS)
 
 book-strict: $(STAMP)
 	$(TIMED) $(BIN)/jupyter-book build . --all $(BOOK_FLAGS)
 
 # Two browsers side by side (see tests/browser/conftest.py): the tests mostly
-# wait on page loads, MathJax and axe, so two overlap their waits.  (In make
-# test one browser used 40 fewer CPU-seconds, but its lane then ended last,
-# with a core idle for its final minute: 676 s against 655.)
+# wait on page loads, MathJax and axe, so two overlap their waits.
 browser: $(STAMP) chromium-ok
 	$(TIMED) CHROMIUM=$(CHROMIUM) $(BIN)/pytest tests/browser -q -n 2 --dist loadgroup
 
 # The inner loop while working on one chapter, in minutes: `make check`
-# (lint and the unit tests) and `make chapter CH=06` (re-execute chapter 06,
-# store it as JupyterLab saves it, check its outputs with nbval as make test
-# does, then run the tests of the package modules it imports and of its
-# conventions; scripts/chapter.py finds them).  make test stays the gate.
+# (lint and the unit tests) and `make chapter CH=06` (re-execute chapter 06
+# in .venv, store it as JupyterLab saves it, check its outputs with nbval as
+# make test does, then run the tests of the package modules it imports and
+# of its conventions: scripts/chapter.py finds them).  make test stays the
+# gate.
 check: lint unit
 
 CH ?=
-chapter: $(STAMP) dot-ok
+chapter: reader-runtime dot-ok
 	@nb=$$($(BIN)/python scripts/chapter.py notebook "$(CH)") && \
 	  tests=$$($(BIN)/python scripts/chapter.py tests "$(CH)") && \
 	  stem=$$(basename $$nb .ipynb) && \
-	  serial=$$(for t in $$tests; do case " $(MULTIPROCESS_TESTS) " in *" $$t "*) echo $$t;; esac; done) && \
-	  parallel=$$(for t in $$tests; do case " $(MULTIPROCESS_TESTS) " in *" $$t "*) ;; *) echo $$t;; esac; done) && \
 	  echo "make chapter: $$nb" && \
 	  (cd notebooks && ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	     --ExecutePreprocessor.record_timing=False $$(basename $$nb)) && \
 	  $(BIN)/python scripts/lab_form.py $$nb && \
-	  $(TIMED) $(PROFILE_AVX2) $(ONE_THREAD) $(BIN)/pytest $(NBVAL_FLAGS) -q $$nb && \
-	  $(BIN)/pytest -q -n 2 -m "not full_size" $$parallel && \
+	  $(TIMED) $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not full_size" \
+	    $(NBVAL_FLAGS) $$nb $$tests && \
 	  $(BIN)/pytest -q -n 2 tests/conventions/test_notebooks.py tests/conventions/test_live_workbench.py \
-	    tests/conventions/test_show_targets.py -k "$$stem" && \
-	  { [ -z "$$serial" ] || $(BIN)/pytest -q -p no:xdist $$serial; }
+	    tests/conventions/test_show_targets.py -k "$$stem"
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
 # outputs (and widget state) - run after changing a chapter or the package -
@@ -225,12 +211,41 @@ notebooks: $(STAMP) dot-ok
 	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; done
 	$(BIN)/python scripts/lab_form.py $(NOTEBOOKS)
 
+# The student edition, for courses: every chapter without its solution
+# cells, the book's version of what the reader writes, or the self-checks'
+# answers (scripts/student_edition.py says what goes and what stays), in
+# _build/student/notebooks.  It writes nothing, and says which cells, when a
+# kept cell uses a name only a removed cell defines (Run All would stop).
+.PHONY: student grade
+student: $(STAMP)
+	rm -rf _build/student/notebooks
+	$(BIN)/python scripts/student_edition.py --out _build/student/notebooks $(NOTEBOOKS)
+
+# Grade filled-in notebooks exercise by exercise (python -m
+# backprop_lessons.grade): `make grade` runs every chapter of notebooks/ (a
+# reader's own clone: several CPU-minutes), `make grade GRADE=FILE` one
+# notebook; GRADE_ARGS adds options (`--json results.json`, `--timeout 600`).
+GRADE      ?= notebooks
+GRADE_ARGS ?=
+grade: $(STAMP)
+	$(BIN)/python -m backprop_lessons.grade $(GRADE) $(GRADE_ARGS)
+
+# The autograder for Gradescope (scripts/gradescope/build.py): setup.sh,
+# run_autograder, autograde.py and this checkout's wheel in
+# _build/gradescope/autograder.zip, to upload as an assignment's autograder;
+# CHAPTERS="04 06" grades those chapters only (book/instructors.md).
+CHAPTERS ?=
+.PHONY: gradescope
+gradescope: $(STAMP)
+	$(BIN)/python scripts/gradescope/build.py --out _build/gradescope $(CHAPTERS)
+
 # Benchmarks compare with other engines, which the book itself does not need.
 # They write benchmarks/results/*.json, and report.py the tables and chart
 # that book/performance.md includes.
 bench: $(STAMP)
 	$(BIN)/pip install --quiet micrograd==0.1.0
 	$(BIN)/python benchmarks/scalar_engine.py
+	$(BIN)/python benchmarks/gc_cost.py
 	$(BIN)/python benchmarks/tensor_engine.py
 	$(BIN)/python benchmarks/gpt_step.py
 	$(BIN)/python benchmarks/microgpt_step.py

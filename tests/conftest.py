@@ -9,6 +9,7 @@ reproduced exactly.  Select another profile with
 `pytest --hypothesis-profile=NAME`.
 """
 
+import gc
 import os
 import shutil
 from collections.abc import Callable
@@ -70,3 +71,32 @@ def build_once(tmp_path_factory) -> Callable[..., Path]:
 
     build.lock = lock
     return build
+
+
+def pytest_collection_modifyitems(config, items):
+    """xdist groups (`--dist loadgroup`, make test): the tests that start
+    processes run one at a time, on one worker (two side by side, a torchrun
+    launch beside a group of run_workers, once broke a gloo mesh), and the
+    JupyterLab tests share the one JupyterLab their module starts."""
+    for item in items:
+        if item.get_closest_marker("multiprocess"):
+            item.add_marker(pytest.mark.xdist_group("multiprocess"))
+        elif item.get_closest_marker("jupyterlab"):
+            item.add_marker(pytest.mark.xdist_group("jupyterlab"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Collect the garbage now, while an xdist worker still counts as busy,
+    and then set what is left aside.
+
+    After a worker reports that it finished, pytest collects garbage five
+    times over (to flush unraisable exceptions), and xdist's controller gives
+    the worker 5 s before it sends it a SIGINT: on a loaded machine, with the
+    large heaps the tests leave (torch, the scalar engines' graphs), the
+    collections took longer, and the interrupt landed in hypothesis's
+    garbage-collector callback (a "KeyboardInterrupt" warning at the end of
+    the run).  Collected here, before the report, and frozen (gc.freeze: the
+    collector skips what is left), pytest's collections cost nothing."""
+    for _ in range(5):
+        gc.collect()
+    gc.freeze()

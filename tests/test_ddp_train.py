@@ -41,6 +41,9 @@ import torch
 import dying_rank
 from backprop_lessons.scale import ddp_train as T
 
+# they start processes: `make multiprocess`, one at a time (tests/conftest.py)
+pytestmark = pytest.mark.multiprocess
+
 STEPS = 6
 CRASH_AFTER = 3
 COMMON = [

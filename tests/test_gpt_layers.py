@@ -27,7 +27,7 @@ from backprop_lessons.exercises import (
 )
 from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
-from backprop_lessons.gpt.model import gpt_backward
+from backprop_lessons.gpt.model import BLOCK_PARAMETERS, gpt_backward
 
 torch = pytest.importorskip("torch")
 
@@ -133,8 +133,15 @@ def test_the_capstone_names_the_layer_call_that_failed(capsys):
 
     first = my_gpt_backward.__code__.co_firstlineno
     inner = my_attention_backward.__code__.co_firstlineno
+    check_attention_backward(my_attention_backward, exercise=6)
+    capsys.readouterr()
     verdict = run(check_gpt_backward, my_gpt_backward, capsys)
-    assert_not_yet(verdict, "your code raised ValueError")
+    assert_not_yet(
+        verdict,
+        "your my_attention_backward, which my_gpt_backward calls first with "
+        'cache["blocks"][1]["att"], does not pass exercise 6 yet: at B = 2',
+        "your code raised ValueError",
+    )
     assert verdict.where == (
         f"in my_gpt_backward, line {first + 4}: "
         'my_attention_backward(np.zeros_like(c["att"][0]), datt, c["att"])',
@@ -233,8 +240,14 @@ def layernorm(
         mean_gx = 0
     if bug == "neither":
         mean_g = mean_gx = 0
+    if bug == "+ variance term":
+        mean_gx = -mean_gx
+    if bug == "mean over T":
+        mean_g = g.mean(axis=1, keepdims=True)
     grad = (g - mean_g - xhat * mean_gx) * (1 if bug == "no rstd" else rstd)
     dbias_part = dout.sum(axis=(0, 1))
+    if bug == "dbias with xhat":
+        dbias_part = (dout * xhat).sum(axis=(0, 1))
     dweight_part = (dout * (inp if bug == "x for xhat" else xhat)).sum(
         axis=(0, 1)
     )
@@ -272,7 +285,13 @@ def layernorm(
         ("x for xhat", "dweight is wrong"),
         ("x for xhat", "multiplies dout by the input x"),
         ("dweight and dbias swapped", "dweight is wrong"),
+        ("dweight and dbias swapped", "it is dbias's formula"),
         ("dweight and dbias swapped", "dbias wrong too"),
+        ("dbias with xhat", "dbias is wrong"),
+        ("dbias with xhat", "it is dweight's formula"),
+        ("+ variance term", "the xhat * mean(g * xhat) term has the wrong sign"),
+        ("mean over T", "dinp is wrong"),
+        ("mean over T", ": see Hint 3 for the formula"),
         ("= for dinp", "dinp is wrong"),
         ("= for dinp", "assigns (=) where it must add (+=)"),
         ("= for dweight", "dweight is wrong"),
@@ -321,6 +340,8 @@ def rmsnorm(dinp, dweight, dout, cache, bug=None):
         term = 0
     if bug == "mean over T":
         term = xhat * (g * xhat).mean(axis=1, keepdims=True)
+    if bug == "+ term":
+        term = -term
     grad = (g - term) * (1 if bug == "no rstd" else rstd)
     dweight_part = (dout * (inp if bug == "x for xhat" else xhat)).sum(
         axis=(0, 1)
@@ -341,10 +362,11 @@ def rmsnorm(dinp, dweight, dout, cache, bug=None):
         ("no rstd", "lacks the factor rstd"),
         ("dout for g", "uses dout where g = dout * weight belongs"),
         ("mean over T", "dinp is wrong"),
-        ("mean over T", "the mean over the C channels"),
+        ("mean over T", "see Hint 3 for the formula"),
         ("= for dinp", "assigns (=) where it must add (+=)"),
         ("x for xhat", "multiplies dout by the input x"),
         ("bias's sum", "a bias's gradient (RMSNorm has none)"),
+        ("+ term", "the xhat * mean(g * xhat) term has the wrong sign"),
     ],
 )
 def test_rmsnorm_bugs(bug, hint, capsys):
@@ -433,6 +455,8 @@ def crossentropy(dlogits, dloss, cache, bug=None):
         onehot = 0
     d = dloss if bug != "no dloss" else 1.0
     grad = (probs - onehot) * d / scale
+    if bug == "one-hot not scaled":
+        grad = probs * d / scale - onehot
     if bug == "=":
         dlogits[...] = grad
     else:
@@ -448,6 +472,7 @@ def crossentropy(dlogits, dloss, cache, bug=None):
         ("/T", "divided by T only"),
         ("no one-hot", "lacks the - onehot(targets) part"),
         ("no dloss", "ignores dloss"),
+        ("one-hot not scaled", "the one-hot part is not scaled"),
         ("=", "assigns (=) where it must add (+=)"),
     ],
 )
@@ -612,6 +637,8 @@ def matmul(dinp, dweight, dbias, dout, cache, bug=None):
         return
     if bug == "dbias always":
         dbias += dout2.sum(axis=0)
+    elif bug == "dbias averaged":
+        dbias += dout2.mean(axis=0)
     elif dbias is not None:
         if bug == "= for dbias":
             dbias[...] = dout2.sum(axis=0)
@@ -636,6 +663,7 @@ def matmul(dinp, dweight, dbias, dout, cache, bug=None):
         ),
         ("first sequence", ("dweight is wrong", "first sequence only")),
         ("no dbias", ("dbias is wrong", "added nothing into the dbias buffer")),
+        ("dbias averaged", ("dbias is wrong", "it averages over the positions")),
         (
             "dbias always",
             ("with dbias=None", "raised TypeError", "if dbias is not None"),
@@ -725,12 +753,277 @@ def test_gpt_backward_returning_too_little_or_changing_params(capsys):
         "grads['qkvw'] must be an array of the shape",
     )
 
+    def a_list(params, config, cache):
+        return list(gpt_backward(params, config, cache).values())
+
+    assert_not_yet(
+        run(check_gpt_backward, a_list, capsys),
+        "return a dict of gradients, one per parameter (like params), not a list",
+    )
+
+    def nan(params, config, cache):
+        grads = gpt_backward(params, config, cache)
+        grads["fcb"][1, 0] = np.nan
+        return grads
+
+    assert_not_yet(
+        run(check_gpt_backward, nan, capsys), "grads['fcb'] holds nan or inf"
+    )
+
     def zero_wte(params, config, cache):
         grads = gpt_backward(params, config, cache)
         grads["wte"][:] = 0
         return grads
 
     assert_not_yet(run(check_gpt_backward, zero_wte, capsys), "grads['wte']")
+
+
+# ---- the capstone names the reader's layer at fault ---------------------------
+#
+# A reader's capstone calls the reader's own layers, functions of a notebook
+# (here: of this file, which the checks treat alike): each below is right,
+# as a reader's that passed its exercise, unless a test replaces it.
+
+
+def my_matmul_backward(dinp, dweight, dbias, dout, cache):
+    layers.matmul_backward(dinp, dweight, dbias, dout, cache)
+
+
+def my_gelu_backward(dinp, dout, cache):
+    layers.gelu_backward(dinp, dout, cache)
+
+
+def my_crossentropy_softmax_backward(dlogits, dloss, cache):
+    layers.crossentropy_softmax_backward(dlogits, dloss, cache)
+
+
+def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
+    layers.layernorm_backward(dinp, dweight, dbias, dout, cache)
+
+
+def my_encoder_backward(dwte, dwpe, dout, cache):
+    layers.encoder_backward(dwte, dwpe, dout, cache)
+
+
+def my_attention_backward(dinp, dout, cache):
+    layers.attention_backward(dinp, dout, cache)
+
+
+#: The reader's layers and the numbers chapter 6 gives their exercises.
+READERS_LAYERS = {
+    check_matmul_backward: (my_matmul_backward, 1),
+    check_gelu_backward: (my_gelu_backward, 2),
+    check_crossentropy_softmax_backward: (my_crossentropy_softmax_backward, 3),
+    check_layernorm_backward: (my_layernorm_backward, 4),
+    check_encoder_backward: (my_encoder_backward, 5),
+    check_attention_backward: (my_attention_backward, 6),
+}
+
+
+def the_chapter_ran_its_layer_checks(capsys, **yours):
+    """Run each layer's check with the chapter's number, as the stub cells
+    above the capstone do, on the reader's layers (`yours` replaces some:
+    gelu=fn, ...), so that the capstone knows their exercises' numbers."""
+    for check, (fn, number) in READERS_LAYERS.items():
+        fn = yours.get(fn.__name__.removeprefix("my_").split("_")[0], fn)
+        check(fn, exercise=number)
+    capsys.readouterr()
+
+
+def assembled(dloss=1.0, **calls):
+    """A reader's my_gpt_backward calling the reader's layers; `calls` maps
+    a cache's name (lnf, fc, gelu, ...) to the function called with it, and
+    `dloss` is the gradient it starts from (1.0 is right)."""
+    L = {
+        "loss": my_crossentropy_softmax_backward,
+        "lm_head": my_matmul_backward,
+        "lnf": my_layernorm_backward,
+        "encoder": my_encoder_backward,
+        "ln1": my_layernorm_backward,
+        "qkv": my_matmul_backward,
+        "att": my_attention_backward,
+        "attproj": my_matmul_backward,
+        "ln2": my_layernorm_backward,
+        "fc": my_matmul_backward,
+        "gelu": my_gelu_backward,
+        "fcproj": my_matmul_backward,
+    } | calls
+
+    def my_gpt_backward(params, config, cache):
+        grads = {name: np.zeros_like(p) for name, p in params.items()}
+        (B, T), C = cache["shape"], config.n_embd
+
+        def zeros(width):
+            return np.zeros((B, T, width))
+
+        dlogits, dlnf, dx = zeros(config.vocab_size), zeros(C), zeros(C)
+        L["loss"](dlogits, dloss, cache["loss"])
+        L["lm_head"](dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+        L["lnf"](dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
+        for l in reversed(range(config.n_layer)):
+            c = cache["blocks"][l]
+            g = {n: grads[n][l] for n in BLOCK_PARAMETERS}
+            dh, dfc, dln2 = zeros(4 * C), zeros(4 * C), zeros(C)
+            L["fcproj"](dh, g["fcprojw"], g["fcprojb"], dx, c["fcproj"])
+            L["gelu"](dfc, dh, c["gelu"])
+            L["fc"](dln2, g["fcw"], g["fcb"], dfc, c["fc"])
+            L["ln2"](dx, g["ln2w"], g["ln2b"], dln2, c["ln2"])
+            datt, dqkv, dln1 = zeros(C), zeros(3 * C), zeros(C)
+            L["attproj"](datt, g["attprojw"], g["attprojb"], dx, c["attproj"])
+            L["att"](dqkv, datt, c["att"])
+            L["qkv"](dln1, g["qkvw"], g["qkvb"], dqkv, c["qkv"])
+            L["ln1"](dx, g["ln1w"], g["ln1b"], dln1, c["ln1"])
+        L["encoder"](grads["wte"], grads["wpe"], dx, cache["encoder"])
+        return grads
+
+    return my_gpt_backward
+
+
+def test_a_capstone_of_the_readers_right_layers_passes(capsys):
+    the_chapter_ran_its_layer_checks(capsys)
+    assert run(check_gpt_backward, assembled(), capsys).correct
+
+
+def test_the_capstone_names_a_layer_that_is_still_a_stub(capsys):
+    """A stub layer is the layer's to write, not the capstone's: the
+    capstone was attempted ("not yet"), and the hint names the layer, where
+    the capstone calls it and its exercise."""
+
+    def my_gelu_backward(dinp, dout, cache):
+        raise NotImplementedError  # your code: add into dinp
+
+    the_chapter_ran_its_layer_checks(capsys, gelu=my_gelu_backward)
+    verdict = run(check_gpt_backward, assembled(gelu=my_gelu_backward), capsys)
+    assert verdict.status == "not yet", str(verdict)
+    assert verdict.hint == (
+        "your my_gelu_backward, which my_gpt_backward calls first with "
+        'cache["blocks"][1]["gelu"], is still a stub: write it in exercise 2 '
+        "first"
+    )
+
+
+def test_the_capstone_names_a_layer_that_fails_its_own_exercise(capsys):
+    """A layernorm without the path through the mean gets its own
+    gradients right, but not the stream's: the first wrong gradient is
+    block 1's fcprojw, and the hint names the layernorm and exercise 4."""
+
+    def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
+        layernorm(dinp, dweight, dbias, dout, cache, bug="no mean term")
+
+    the_chapter_ran_its_layer_checks(capsys, layernorm=my_layernorm_backward)
+    verdict = run(
+        check_gpt_backward,
+        assembled(lnf=my_layernorm_backward, ln1=my_layernorm_backward),
+        capsys,
+    )
+    assert_not_yet(
+        verdict,
+        "your my_layernorm_backward, which my_gpt_backward calls first with "
+        'cache["lnf"], does not pass exercise 4 yet: dinp is wrong at B = 2, '
+        "T = 3, C = 5",
+        "it lacks the - mean(g) term (the path through the mean). Fix it "
+        "there first: the gradients after its first call inherit its error "
+        "(the first wrong one going back from the loss: grads['fcprojw'][1] "
+        "(block 1), largest relative error",
+    )
+
+
+def test_the_capstone_names_the_first_failing_layer_it_calls(capsys):
+    """Two layers wrong: the one the capstone calls first (the LM head's
+    matmul, before the final layernorm) is named."""
+
+    def my_matmul_backward(dinp, dweight, dbias, dout, cache):
+        matmul(dinp, dweight, dbias, dout, cache, bug="= for dweight")
+
+    def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
+        layernorm(dinp, dweight, dbias, dout, cache, bug="no rstd")
+
+    the_chapter_ran_its_layer_checks(
+        capsys, matmul=my_matmul_backward, layernorm=my_layernorm_backward
+    )
+    readers = dict.fromkeys(("lm_head", "qkv", "fc"), my_matmul_backward)
+    readers |= dict.fromkeys(("lnf", "ln1", "ln2"), my_layernorm_backward)
+    verdict = run(check_gpt_backward, assembled(**readers), capsys)
+    assert_not_yet(
+        verdict,
+        "your my_matmul_backward, which my_gpt_backward calls first with "
+        'cache["lm_head"], does not pass exercise 1 yet',
+        "assigns (=) where it must add (+=)",
+    )
+
+
+def test_the_capstone_without_the_layers_numbers_says_its_own_exercise(
+    capsys, monkeypatch
+):
+    from backprop_lessons.exercises import gpt_layers
+
+    def my_gelu_backward(dinp, dout, cache):
+        raise NotImplementedError
+
+    monkeypatch.setattr(gpt_layers, "_EXERCISE_OF", {})
+    verdict = run(check_gpt_backward, assembled(gelu=my_gelu_backward), capsys)
+    assert verdict.hint.endswith(
+        "is still a stub: write it in its own exercise first"
+    )
+
+
+def test_the_capstone_names_a_layer_given_another_layers_cache(capsys):
+    """The reader's layernorm called with a matmul's cache is not a wrong
+    layernorm: the call is told, not the layer."""
+    the_chapter_ran_its_layer_checks(capsys)
+    verdict = run(check_gpt_backward, assembled(fc=my_layernorm_backward), capsys)
+    assert_not_yet(
+        verdict,
+        'my_gpt_backward passes cache["blocks"][1]["fc"], a matmul\'s cache, to '
+        "your my_layernorm_backward, your layernorm backward: look at that call",
+    )
+    assert verdict.where[0].startswith("in my_gpt_backward, line")
+
+
+def test_the_capstone_with_every_layer_right_names_the_first_wrong_gradient(
+    capsys,
+):
+    """When all the reader's layers pass, the wiring is at fault: the hint
+    is the first wrong gradient, as before, and blames no layer."""
+
+    the_chapter_ran_its_layer_checks(capsys)
+    verdict = run(check_gpt_backward, assembled(dloss=2.0), capsys)
+    assert_not_yet(verdict, "grads['lnfw'] is wrong", "the first wrong gradient")
+    assert "your" not in verdict.hint, str(verdict)
+
+
+def test_the_capstone_names_a_layer_that_adds_nothing_as_a_stub(capsys):
+    def my_encoder_backward(dwte, dwpe, dout, cache):
+        pass  # the embeddings' backward left out
+
+    the_chapter_ran_its_layer_checks(capsys, encoder=my_encoder_backward)
+    verdict = run(
+        check_gpt_backward, assembled(encoder=my_encoder_backward), capsys
+    )
+    assert verdict.hint == (
+        "your my_encoder_backward, which my_gpt_backward calls first with "
+        'cache["encoder"], is still a stub: write it in exercise 5 first'
+    )
+
+
+def test_the_capstone_watches_every_layer_cache_of_gpt_forward():
+    """Every layer cache gpt_forward makes (the residual additions aside,
+    which no function of the reader's takes) is one the capstone knows."""
+    from backprop_lessons.exercises.gpt_layers import (
+        _capstone_model,
+        _layer_caches,
+    )
+    from backprop_lessons.gpt import gpt_forward
+
+    config, params, idx, targets = _capstone_model()
+    _, cache = gpt_forward(params, config, idx, targets)
+    known = _layer_caches(cache, config)
+    tops = ["loss", "lm_head", "lnf", "encoder"]
+    assert all(id(cache[k]) in known for k in tops)
+    for block in cache["blocks"]:
+        layers_of_block = [k for k in block if not k.startswith("res")]
+        assert len(layers_of_block) == 8
+        assert all(id(block[k]) in known for k in layers_of_block)
 
 
 @pytest.mark.parametrize("part", ["head", "embedding"])
@@ -779,3 +1072,238 @@ def test_indexing_every_target_at_every_position_is_named():
     assert "np.arange(B)[:, None], np.arange(T), targets" in str(verdict), str(
         verdict
     )
+
+
+# ---- `=` on every buffer, and nan in a buffer -------------------------------
+
+
+def test_assigning_every_buffer_is_told_as_rebinding(capsys):
+    """`dinp = ...` on every buffer leaves all of them as they were: not a
+    stub, but rebinding the names, and told so."""
+
+    def my_layernorm_backward(dinp, dweight, dbias, dout, cache):
+        inp, weight, mean, rstd = cache
+        xhat = (inp - mean) * rstd
+        dbias = dout.sum(axis=(0, 1))  # noqa: F841 (the slip)
+        dweight = (dout * xhat).sum(axis=(0, 1))  # noqa: F841
+        dinp = rstd * dout * weight  # noqa: F841
+
+    verdict = run(check_layernorm_backward, my_layernorm_backward, capsys)
+    assert_not_yet(
+        verdict,
+        "your backward assigns to dbias, dweight and dinp (`dbias = ...`), "
+        "which only rebinds the names inside your function and leaves the "
+        "buffers you were given unchanged: add in place with +=: "
+        "`dbias += ...`",
+    )
+
+    def my_gelu_backward(dinp, dout, cache):
+        dinp = dout * cache[0]  # noqa: F841
+
+    assert_not_yet(
+        run(check_gelu_backward, my_gelu_backward, capsys),
+        "assigns to dinp (`dinp = ...`), which only rebinds the name",
+    )
+
+
+def test_nan_in_a_buffer_is_named(capsys):
+    def my_gelu_backward(dinp, dout, cache):
+        dinp += dout
+        dinp[0, 0, 0] = np.nan  # a 0/0 of the reader's
+
+    assert_not_yet(
+        run(check_gelu_backward, my_gelu_backward, capsys),
+        "dinp holds nan or inf after your backward",
+    )
+
+
+def test_no_named_slip_writes_out_the_formula_hint_3_gives():
+    """A named slip names the bug, not the answer: no hint of the layers
+    whose formula is the exercise's Hint 3 prints it (`dinp = rstd * ...`)."""
+    from backprop_lessons.exercises import gpt_layers
+
+    rng = np.random.default_rng(0)
+    cases = [
+        gpt_layers._layernorm_case(rng, 2, 3, 5),
+        gpt_layers._rmsnorm_case(rng, 2, 3, 5),
+        gpt_layers._gelu_case(rng, 2, 3, 5),
+        gpt_layers._crossentropy_case(rng, 2, 3, 5),
+        gpt_layers._encoder_case(rng, np.array([[1, 1]]), 3, 2, 2),
+        gpt_layers._matmul_case(rng, 2, 3, 4, 4, True, ""),
+    ]
+    texts = [what for c in cases for bugs in c.bugs.values() for _, what in bugs]
+    assert len(texts) > 25
+    for text in texts:
+        for formula in ("dinp = ", "dweight = ", "dlogits = ", "du/dx = "):
+            assert formula not in text, text
+
+
+# ---- mutants of the solutions -------------------------------------------------
+#
+# What a mutation test makes of chapter 6's solutions (`+=` made `=`, an
+# operator swapped, a term dropped, a constant changed, a name replaced),
+# written out; each computes something else, and each must fail its check.
+# (A sweep over every single-point change of the eight solution cells, when
+# this was written, made 3,671 such mutants, and every one failed; the 81
+# that passed compute the same, e.g. `swapaxes(-2, -1)` for
+# `swapaxes(-1, -2)`.)
+
+
+def _matmul_mutant(dinp, dweight, dbias, dout, cache, *, k):
+    inp, weight = cache
+    OC, C = weight.shape
+    dout2, inp2 = dout.reshape(-1, OC), inp.reshape(-1, C)
+    if k == 0:  # `+=` made `=`
+        dinp[...] = (dout2 @ weight).reshape(inp.shape)
+    else:
+        dinp += (dout2 @ weight).reshape(inp.shape)
+    if k == 1:  # a term dropped: the last position left out
+        dweight += dout2[:-1].T @ inp2[:-1]
+    else:
+        dweight += dout2.T @ inp2
+    if dbias is not None:
+        dbias += dout2.sum(axis=0) * (2 if k == 2 else 1)  # a constant
+
+
+def _gelu_mutant(dinp, dout, cache, *, k):
+    inp, tanh_u = cache
+    c = 0.044715 * (1.1 if k == 0 else 1)  # a constant changed
+    du_dx = math.sqrt(2 / math.pi) * (1 + (2 if k == 1 else 3) * c * inp**2)
+    first = 0.5 * (1 - tanh_u) if k == 2 else 0.5 * (1 + tanh_u)  # + to -
+    second = 0.5 * inp * (1 - tanh_u**2) * du_dx
+    dinp += dout * (first if k == 3 else first + second)  # a term dropped
+
+
+def _crossentropy_mutant(dlogits, dloss, cache, *, k):
+    probs, targets = cache
+    B, T, V = probs.shape
+    onehot = np.zeros_like(probs)
+    np.put_along_axis(onehot, targets[..., None], 2.0 if k == 0 else 1.0, -1)
+    scale = (B + T) if k == 1 else (B * T)  # an operator swapped
+    dlogits += (dloss if k != 2 else 1.0) * (probs - onehot) / scale
+
+
+def _layernorm_mutant(dinp, dweight, dbias, dout, cache, *, k):
+    inp, weight, mean, rstd = cache
+    xhat = (inp + mean) * rstd if k == 0 else (inp - mean) * rstd  # - to +
+    dbias += dout.sum(axis=(0, 1))
+    dweight += (dout * xhat).sum(axis=(0, 1))
+    g = dout * weight
+    mean_g = g.mean(axis=0 if k == 1 else -1, keepdims=True)  # another axis
+    mean_gx = (g * xhat).mean(axis=-1, keepdims=True) * (2 if k == 2 else 1)
+    dinp += rstd * (g - mean_g - xhat * mean_gx)
+
+
+def _encoder_mutant(dwte, dwpe, dout, cache, *, k):
+    idx = cache
+    T = idx.shape[1]
+    np.add.at(dwte, idx, dout)
+    if k == 0:  # the last sequence only
+        dwpe[:T] += dout[-1]
+    else:  # a constant changed
+        dwpe[:T] += dout.sum(axis=0) * 0.5
+
+
+def _rmsnorm_mutant(dinp, dweight, dout, cache, *, k):
+    inp, weight, rstd = cache
+    xhat = inp * rstd
+    dweight += (dout * (inp if k == 0 else xhat)).sum(axis=(0, 1))
+    g = dout * weight
+    mean_gx = (g * xhat).mean(axis=0 if k == 1 else -1, keepdims=True)
+    dinp += (rstd**2 if k == 2 else rstd) * (g - xhat * mean_gx)
+
+
+LAYER_MUTANTS = [
+    (check_matmul_backward, _matmul_mutant, 3),
+    (check_gelu_backward, _gelu_mutant, 4),
+    (check_crossentropy_softmax_backward, _crossentropy_mutant, 3),
+    (check_layernorm_backward, _layernorm_mutant, 3),
+    (check_encoder_backward, _encoder_mutant, 2),
+    (check_rmsnorm_backward, _rmsnorm_mutant, 3),
+]
+
+
+@pytest.mark.parametrize(
+    "check,mutant,k",
+    [(c, m, k) for c, m, n in LAYER_MUTANTS for k in range(n)],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_every_mutant_of_a_layer_solution_fails(check, mutant, k, capsys):
+    def answer(*args):
+        mutant(*args, k=k)
+
+    verdict = run(check, answer, capsys)
+    assert not verdict.correct, str(verdict)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"mask": False},
+        {"softmax_term": False},
+        {"scale": False},
+        {"heads": "split"},
+        {"dv_transpose": False},
+        {"dk_transpose": False},
+    ],
+)
+def test_every_mutant_of_the_attention_solution_fails(flags, capsys):
+    from backprop_lessons.exercises.gpt_layers import _attention_dinp
+
+    def mutant(dinp, dout, cache):
+        inp, att, n_head = cache
+        dinp += _attention_dinp(inp, dout, n_head, **flags)
+
+    assert not run(check_attention_backward, mutant, capsys).correct
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "dloss 2.0",
+        "blocks in forward order",
+        "ln2 into the branch's buffer",
+        "ln1's weight and bias swapped",
+        "the encoder given dln1",
+    ],
+)
+def test_every_mutant_of_the_capstone_solution_fails(change, capsys):
+    def mutant(params, config, cache):
+        grads = {name: np.zeros_like(p) for name, p in params.items()}
+        (B, T), C = cache["shape"], config.n_embd
+        L = layers
+
+        def zeros(width):
+            return np.zeros((B, T, width), params["wte"].dtype)
+
+        dlogits, dlnf, dx = zeros(config.vocab_size), zeros(C), zeros(C)
+        dloss = 2.0 if change == "dloss 2.0" else 1.0
+        L.crossentropy_softmax_backward(dlogits, dloss, cache["loss"])
+        L.matmul_backward(dlnf, grads["wte"], None, dlogits, cache["lm_head"])
+        L.layernorm_backward(dx, grads["lnfw"], grads["lnfb"], dlnf, cache["lnf"])
+        blocks = range(config.n_layer)
+        if change != "blocks in forward order":
+            blocks = reversed(blocks)
+        for l in blocks:
+            c, g = cache["blocks"][l], {n: grads[n][l] for n in BLOCK_PARAMETERS}
+            dh, dfc, dln2 = zeros(4 * C), zeros(4 * C), zeros(C)
+            L.matmul_backward(dh, g["fcprojw"], g["fcprojb"], dx, c["fcproj"])
+            L.gelu_backward(dfc, dh, c["gelu"])
+            L.matmul_backward(dln2, g["fcw"], g["fcb"], dfc, c["fc"])
+            into = dln2 if change == "ln2 into the branch's buffer" else dx
+            L.layernorm_backward(into, g["ln2w"], g["ln2b"], dln2, c["ln2"])
+            datt, dqkv, dln1 = zeros(C), zeros(3 * C), zeros(C)
+            L.matmul_backward(
+                datt, g["attprojw"], g["attprojb"], dx, c["attproj"]
+            )
+            L.attention_backward(dqkv, datt, c["att"])
+            L.matmul_backward(dln1, g["qkvw"], g["qkvb"], dqkv, c["qkv"])
+            w, b = g["ln1w"], g["ln1b"]
+            if change == "ln1's weight and bias swapped":
+                w, b = b, w
+            L.layernorm_backward(dx, w, b, dln1, c["ln1"])
+        last = dln1 if change == "the encoder given dln1" else dx
+        L.encoder_backward(grads["wte"], grads["wpe"], last, cache["encoder"])
+        return grads
+
+    assert not run(check_gpt_backward, mutant, capsys).correct

@@ -224,7 +224,7 @@ def test_flash_attention_names_the_wrong_third_of_an_unknown_bug(capsys):
         dv_doubled_on_the_diagonal, exercise=1
     )
     assert verdict.status == "not yet"
-    assert "per pair of a query tile i and a key tile j" in verdict.hint
+    assert "see Hint 3 for the formula" in verdict.hint  # never the formula
     assert verdict.hint.endswith("its dv part is wrong"), verdict.hint
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 
 import pytest
 import torch
 
 from backprop_lessons.gradcheck import relative_error
-from backprop_lessons.scalar import Value
-from backprop_lessons.scalar_nn import MLP, Layer, Neuron
+from backprop_lessons.scalar import Value, topological_order
+from backprop_lessons.scalar_nn import MLP, Engine, Layer, Neuron
 
 BATCH = [
     ([0.5, -1.2], 1.0),
@@ -199,3 +200,83 @@ def test_reprs_are_stable():
 def test_bad_sizes_are_rejected(make, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         make()
+
+
+# ---- the engine a network computes with ----------------------------------------
+
+
+def readers_engine(calls: Counter) -> Engine:
+    """An engine written as a reader writes it (chapter 1's operations, each
+    a new Value from its data, children and local derivatives; chapter 2's
+    backward), every call counted."""
+
+    def add(a, b):
+        calls["add"] += 1
+        return Value(a.data + b.data, "", (a, b), (1.0, 1.0), "+")
+
+    def mul(a, b):
+        calls["mul"] += 1
+        return Value(a.data * b.data, "", (a, b), (b.data, a.data), "*")
+
+    def tanh(a):
+        calls["tanh"] += 1
+        t = math.tanh(a.data)
+        return Value(t, "", (a,), (1 - t * t,), "tanh")
+
+    def relu(a):
+        calls["relu"] += 1
+        on = a.data > 0
+        return Value(a.data if on else 0.0, "", (a,), (float(on),), "relu")
+
+    def backward(root):
+        calls["backward"] += 1
+        order = topological_order(root)
+        for node in order:
+            if node._children:
+                node.grad = 0.0
+        root.grad += 1.0
+        for node in reversed(order):
+            for child, local in zip(node._children, node._local_grads):
+                child.grad += local * node.grad
+
+    return Engine(add=add, mul=mul, tanh=tanh, relu=relu, backward=backward)
+
+
+@pytest.mark.parametrize("nonlin", ["tanh", "relu"])
+def test_an_mlp_computes_with_the_engine_it_is_given(nonlin):
+    """The forward pass calls the engine's operations (and nothing of the
+    package's on Values), and `model.engine.backward` is the engine's: the
+    reader's engine gives the package's loss and gradients exactly."""
+    calls = Counter()
+    ours = MLP(2, [3, 1], nonlin=nonlin, seed=1, engine=readers_engine(calls))
+    book = MLP(2, [3, 1], nonlin=nonlin, seed=1)
+    assert book.engine == Engine() and ours.engine != book.engine
+    losses = []
+    for model in (ours, book):
+        ops = model.engine
+        loss = Value(0.0)
+        for x, y in BATCH:  # sum of relu(1 - y * score), with ops alone
+            margin = ops.add(Value(1.0), ops.mul(Value(-y), model(x)))
+            loss = ops.add(loss, ops.relu(margin))
+        model.zero_grad()
+        ops.backward(loss)
+        losses.append((loss.data, [p.grad for p in model.parameters()]))
+    assert losses[0] == losses[1]
+    assert any(losses[0][1])
+    # per sample: one mul and one add per weight of the 3 + 1 neurons, one
+    # activation per hidden neuron; the loss: 2 adds, 1 mul and 1 relu
+    weights, hidden, n = 3 * 2 + 1 * 3, 3, len(BATCH)
+    expected = Counter(mul=n * (weights + 1), add=n * (weights + 2), backward=1)
+    expected[nonlin] += n * hidden
+    expected["relu"] += n
+    assert calls == expected
+
+
+def test_the_default_engine_is_the_packages_value():
+    engine = Engine()
+    a, b = Value(2.0), Value(-3.0)
+    assert engine.add(a, b).data == -1.0 and engine.mul(a, b).data == -6.0
+    assert engine.backward is Value.backward and engine.tanh is Value.tanh
+    assert all(
+        n.engine is MLP(2, [2]).engine for n in MLP(2, [2]).layers[0].neurons
+    )

@@ -24,6 +24,9 @@ from backprop_lessons.scale import scale_out as S
 from backprop_lessons.scale.batches import corpus_tokens, step_batch
 from backprop_lessons.scale.train_options import TINY_CONFIG, TrainOptions
 
+# they start processes: `make multiprocess`, one at a time (tests/conftest.py)
+pytestmark = pytest.mark.multiprocess
+
 CONFIG = TINY_CONFIG
 CAP_MB = 0.01  # about 10 kB: several buckets even for the tiny model
 N = num_parameters(init_params(CONFIG))

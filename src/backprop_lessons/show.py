@@ -11,10 +11,58 @@ import textwrap
 __all__ = ["show_source"]
 
 
-#: Pygments style of the highlighted HTML: accessible-pygments' high-contrast
-#: light style, every token at least 6.7:1 against its background (WCAG AA
-#: asks 4.5:1); the book uses it too, with its dark twin in dark mode.
-STYLE = "a11y-high-contrast-light"
+def _code_style():
+    """The Pygments style of the highlighted HTML (built on first use, so
+    that importing this module does not import Pygments).
+
+    The colours of accessible-pygments' high-contrast light style (BSD
+    licence; the book's theme uses it, with its dark twin in dark mode):
+    every token at least 6.7:1 against the background, where WCAG AA asks
+    4.5:1.  Written out here because that package comes with the book's
+    theme, not with this package: on Colab, whose runtime has only what
+    the package declares, asking Pygments for it by name failed.
+    """
+    from pygments.style import Style
+    from pygments.token import (
+        Comment,
+        Error,
+        Generic,
+        Keyword,
+        Literal,
+        Name,
+        Number,
+        Operator,
+        Other,
+        Punctuation,
+        String,
+        Text,
+    )  # fmt: skip
+
+    black, comment, red = "#080808", "#515151", "#a12236"
+    orange, magenta, green = "#7f4707", "#912583", "#00622f"
+    blue, purple = "#005b82", "#6730c5"
+
+    class BookCodeStyle(Style):
+        name = "backprop-lessons"
+        background_color = "#fefefe"
+        highlight_color = "#fae4c2"
+        styles = {
+            Text: black, Error: red, Other: "", Comment: comment,
+            Keyword: purple, Keyword.Constant: purple, Keyword.Type: orange,
+            Operator: green, Operator.Word: purple, Punctuation: black,
+            Name: black, Name.Attribute: magenta, Name.Builtin: orange,
+            Name.Builtin.Pseudo: orange, Name.Class: blue, Name.Constant: blue,
+            Name.Decorator: orange, Name.Entity: green, Name.Exception: purple,
+            Name.Function: blue, Name.Property: blue, Name.Label: orange,
+            Name.Namespace: black, Name.Tag: blue, Name.Variable: red,
+            Name.Variable.Magic: orange, Number: orange, Literal: orange,
+            String: green, String.Backtick: green, String.Regex: red,
+            String.Symbol: blue, Generic.Deleted: blue, Generic.Emph: "italic",
+            Generic.Heading: blue, Generic.Subheading: blue,
+            Generic.Strong: "bold",
+        }  # fmt: skip
+
+    return BookCodeStyle
 
 
 class Source:
@@ -39,10 +87,16 @@ class Source:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
-        from pygments.styles import get_style_by_name
 
-        formatter = HtmlFormatter(nowrap=True, style=STYLE)
-        body = highlight(self.text, PythonLexer(), formatter)
+        style = _code_style()
+        formatter = HtmlFormatter(nowrap=True, style=style)
+        # Quotes in text need no escaping, and Pygments 2.21 stopped escaping
+        # them (2.20, Colab's, writes &quot; and &#39;): the same HTML from both
+        body = (
+            highlight(self.text, PythonLexer(), formatter)
+            .replace("&quot;", '"')
+            .replace("&#39;", "'")
+        )
         styles = {cls: css for cls, (css, _, _) in formatter.class2style.items()}
 
         text_color = styles.get("", "")
@@ -54,7 +108,6 @@ class Source:
             return f'<span style="{css}" class="{match.group(1)}">'
 
         body = re.sub(r'<span class="([\w-]+)">', inline, body)
-        style = get_style_by_name(STYLE)
         pre_css = (
             f"overflow-x:auto; background:{style.background_color}; "
             f"{text_color}; padding:0.5em"

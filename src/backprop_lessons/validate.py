@@ -134,8 +134,9 @@ def instance_of(op: str, name: str, value, cls, hint: str = ""):
         return value
     classes = cls if isinstance(cls, tuple) else (cls,)
     expected = " or ".join(c.__name__ for c in classes)
+    article = "an" if expected[0].lower() in "aeiou" else "a"
     raise TypeError(
-        f"{op}: {name} must be a {expected}{hint}, "
+        f"{op}: {name} must be {article} {expected}{hint}, "
         f"got {type(value).__name__} {value!r:.40}"
     )
 

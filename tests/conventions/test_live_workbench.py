@@ -13,16 +13,18 @@ file holds:
 
 So, over every notebook:
 
-- a solution is a form cell with its source and outputs hidden, and what
-  it printed is its check's verdict, never the answer;
+- a solution is a form cell with its source and outputs hidden, and it
+  prints nothing: it ends in `assert_correct(check, ..., exercise=N)`, so
+  nbval proves it and a reader's Run All shows no verdict under it;
 - no self-check's answer or explanation is in a cell: the cell names a
   question of the package's tables (`widgets.self_check`);
 - no stored output prints the book's version of a backward the reader
   writes (it is behind `reveal_source`, in the widget's state);
 - Run All leaves the reader's work in place: no cell defines a name that
   an exercise's stub defines;
-- every exercise that asks for a backward (chapters 4-6) has its ladder of
-  three hints, the idea, the shapes and the formula, before its solution;
+- every exercise that asks for a backward (chapters 4-6, and chapter 1's
+  operations) has its ladder of three hints, the idea, the shapes (for a
+  scalar: what each input receives) and the formula, before its solution;
 - links open readable pages: a page of the book by its published address
   (the book's build makes it local), another chapter by its `.ipynb`.
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backprop_lessons import grade
 from backprop_lessons.exercises import questions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,10 +107,13 @@ def test_every_chapter_with_exercises_has_stubs_and_solutions():
             )
 
 
-# ---- solutions: hidden in Colab and JupyterLab, printing only a verdict -----
+# ---- solutions: hidden in Colab and JupyterLab, printing nothing ------------
 
 COLAB_TITLE = re.compile(r"\A# @title Exercise (\d+): a solution\n")
-VERDICT = re.compile(r"^Exercise (\d+): correct$", re.M)
+#: the solution's proof: assert_correct(check_x, ..., exercise=N), which
+#: prints nothing (a verdict under a collapsed solution, after Run All, sat
+#: right under the reader's "not attempted yet")
+ASSERTED = re.compile(r"^assert_correct\([^#]*?\bexercise=(\d+)\)$", re.M | re.S)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -130,9 +136,11 @@ def test_solutions_are_hidden_where_the_reader_types(path):
             bad.append((i, f"its title names exercise {title[1]}"))
         if meta.get("jupyter") != {"source_hidden": True, "outputs_hidden": True}:
             bad.append((i, "jupyter: source_hidden and outputs_hidden true"))
-        printed = "\n".join(_output_texts(cell))
-        if [int(n) for n in VERDICT.findall(printed)] != [number]:
-            bad.append((i, f"its output says 'Exercise {number}: correct'"))
+        if cell.get("outputs"):
+            bad.append((i, "no output (it asserts its check quietly)"))
+        proofs = [int(n) for n in ASSERTED.findall(source)]
+        if proofs != [number]:
+            bad.append((i, f"one assert_correct(check, ..., exercise={number})"))
     assert not bad, f"{path.name}: solution cells (cell, expected): {bad}"
 
 
@@ -221,10 +229,21 @@ def test_self_checks_name_their_question_and_hold_no_answer(path):
 # ---- the book's version of a backward the reader writes -----------------------
 
 #: The package functions whose code a reader writes in an exercise before
-#: seeing them: chapter 4's matmul VJP, chapter 5's backward, every layer
-#: backward of chapter 6 and the whole model's.
+#: seeing them: chapter 1's operations of the scalar engine, chapter 2's
+#: topological order and backward loop, chapter 4's matmul VJP and
+#: unbroadcast, chapter 5's backward, every layer backward of chapter 6 and
+#: the whole model's.
 WRITTEN_BY_THE_READER = [
+    "backprop_lessons.scalar.Value.__add__",
+    "backprop_lessons.scalar.Value.__mul__",
+    "backprop_lessons.scalar.Value.__pow__",
+    "backprop_lessons.scalar.Value.exp",
+    "backprop_lessons.scalar.Value.tanh",
+    "backprop_lessons.scalar.Value.relu",
+    "backprop_lessons.scalar.Value.backward",
+    "backprop_lessons.graph_order.topological_order",
     "backprop_lessons.tensor.Tensor.matmul_backward",
+    "backprop_lessons.tensor.unbroadcast",
     "backprop_lessons.mlp3.ThreeLayerMLP.backward",
     "backprop_lessons.gpt.layers.matmul_backward",
     "backprop_lessons.gpt.layers.gelu_backward",
@@ -262,23 +281,9 @@ def test_the_books_version_is_behind_a_click():
 
 
 def _defined(source: str) -> set[str]:
-    """The names a cell binds at its top level (def, class, =, for, import)."""
-    tree = ast.parse(re.sub(r"^(\s*)[%!].*$", r"\1pass", source, flags=re.M))
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        else:
-            targets = []
-            if isinstance(node, ast.Assign):
-                targets = node.targets
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
-                targets = [node.target]
-            for t in targets:
-                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
+    """The names a cell binds at its top level (def, class, =, for, import):
+    the grader's reading of a cell, which the student edition uses too."""
+    return grade.bound_names(source)
 
 
 def _readers_names(source: str) -> set[str]:
@@ -327,9 +332,12 @@ def test_the_names_test_sees_a_clash():
 
 # ---- the ladder of hints -------------------------------------------------------
 
-#: The exercises that ask for a backward: chapter 4's exercise 1, chapter 5's
-#: exercise 1 and all eight of chapter 6.
+#: The exercises that ask for a backward: chapter 1's six operations (each
+#: a node with its local derivatives), chapter 2's backward loop, chapter
+#: 4's exercise 1, chapter 5's exercise 1 and all eight of chapter 6.
 BACKWARD_EXERCISES = {
+    "01_value_nodes": [1, 2, 3, 4, 5, 6],
+    "02_topological_sort": [2],
     "04_matmul_vjp": [1],
     "05_mlp_by_hand": [1],
     "06_gpt_backward": [1, 2, 3, 4, 5, 6, 7, 8],
@@ -338,6 +346,9 @@ BACKWARD_EXERCISES = {
 }
 HINT = re.compile(r'<details class="hint"><summary>(Hint[^<]*)</summary>')
 LADDER = ["Hint 1: the idea", "Hint 2: the shapes", "Hint 3: the formula"]
+#: on scalars there are no shapes: Hint 2 says what each input receives
+SCALAR_LADDER = [LADDER[0], "Hint 2: what each input receives", LADDER[2]]
+SCALAR_CHAPTERS = {"01_value_nodes", "02_topological_sort"}
 
 
 @pytest.mark.parametrize("name", BACKWARD_EXERCISES)
@@ -352,9 +363,10 @@ def test_backward_exercises_have_a_ladder_of_hints(name):
             for c in cells[stub + 1 : solution]
             if c["cell_type"] == "markdown"
         )
-        assert HINT.findall(between) == LADDER, (
+        ladder = SCALAR_LADDER if name in SCALAR_CHAPTERS else LADDER
+        assert HINT.findall(between) == ladder, (
             f"{name}, exercise {number}: between the stub and the solution, "
-            f"hints {HINT.findall(between)}; expected {LADDER}"
+            f"hints {HINT.findall(between)}; expected {ladder}"
         )
 
 

@@ -263,6 +263,12 @@ def test_shallow_copy_shares_the_inputs():
             r"^Layer: rng must be a random",
         ),
         (lambda: MLP(2, [3], seed=1.5), ValueError, r"^MLP: seed must be"),
+        (
+            lambda: MLP(2, [3], engine={"add": None}),
+            TypeError,
+            r"^MLP: engine must be an Engine \(scalar_nn.Engine\(add=",
+        ),
+        (lambda: Neuron(2, engine=None), TypeError, r"^Neuron: engine must be"),
     ],
 )
 def test_scalar_nn_constructors(make, error, message):

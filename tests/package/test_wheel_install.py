@@ -1,12 +1,23 @@
-"""The package as a reader installs it: the wheel, built from this checkout,
-installed with its dependencies (from PyPI, through pip's cache) into an
-empty virtual environment, imports every engine and the drawing and widget
-modules.  `make package` runs it (its own lane of `make test`); the other
-suites use the pinned environment, where a missing dependency goes unseen.
+"""The package as a reader installs it: `pip install .` into an empty virtual
+environment, with nothing but what pyproject.toml declares (from PyPI,
+through pip's cache).  PyTorch, an optional extra, comes from `.venv`
+through a `.pth` file that names a folder of links to exactly its files and
+its dependencies' (scripts/reader_runtime.py builds it), not a multi-GB
+download, and nothing else of `.venv` is visible: a `.pth` to `.venv`'s whole
+site-packages hid a missing dependency once (show.py asked Pygments for a
+style that only the book's theme brings).
+
+In that environment, a probe imports every module of the package whose
+extras are present (Hugging Face's are not: the modules that need them must
+say so by failing on exactly them), renders `show_source`'s and
+`reveal_source`'s highlighted HTML, and builds every self-check widget of
+every chapter; the engines import without torch.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +30,13 @@ import pytest
 pytestmark = pytest.mark.package
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = [
+_spec = importlib.util.spec_from_file_location(
+    "reader_runtime", ROOT / "scripts" / "reader_runtime.py"
+)
+reader_runtime = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(reader_runtime)
+
+ENGINES = [
     "backprop_lessons.scalar",
     "backprop_lessons.scalar_nn",
     "backprop_lessons.forward_mode",
@@ -32,7 +49,43 @@ MODULES = [
     "backprop_lessons.viz",
     "backprop_lessons.widgets",
     "backprop_lessons.show",
+    "backprop_lessons.grade",  # its extra, nbclient, loads when it runs
 ]
+#: the top-level modules of the extras left out here (pip install .[hf])
+ABSENT_EXTRAS = {"transformers", "safetensors"}
+
+PROBE = """
+import importlib, json, pkgutil, sys
+import backprop_lessons
+from backprop_lessons import exercises, scalar, show
+from backprop_lessons.gpt import layers
+from backprop_lessons.widgets import reveal_source, self_check
+
+imported, needs_extra = [], {}
+package = backprop_lessons.__name__
+for module in pkgutil.walk_packages(backprop_lessons.__path__, package + "."):
+    try:
+        importlib.import_module(module.name)
+        imported.append(module.name)
+    except ModuleNotFoundError as error:
+        if error.name.split(".")[0] not in ABSENT:
+            raise
+        needs_extra[module.name] = error.name
+
+html = show.show_source(scalar.Value.backward)._repr_html_()
+revealed = reveal_source(layers.layernorm_backward).source_html
+checks = 0
+for topic in sorted(m.name for m in pkgutil.iter_modules(exercises.__path__)):
+    module = importlib.import_module(f"backprop_lessons.exercises.{topic}")
+    table = getattr(module, "SELF_CHECKS", {})
+    for key in table:
+        widget = self_check(topic, key)
+        assert repr(widget), (topic, key)
+        checks += 1
+print(json.dumps({"imported": imported, "needs_extra": needs_extra,
+                  "html": html, "revealed": revealed, "self_checks": checks,
+                  "location": backprop_lessons.__file__}))
+"""
 
 
 def _run(*command, cwd=None) -> str:
@@ -51,9 +104,9 @@ def _run(*command, cwd=None) -> str:
     return done.stdout
 
 
-def test_the_wheel_installs_with_its_dependencies_and_imports(tmp_path):
-    # a copy of what the wheel is built from (building writes *.egg-info and
-    # build/ next to the code)
+def test_pip_install_brings_what_the_package_needs(tmp_path):
+    # a copy of what pip builds from (building writes *.egg-info and build/
+    # next to the code)
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -63,29 +116,53 @@ def test_the_wheel_installs_with_its_dependencies_and_imports(tmp_path):
         source / "src",
         ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
     )
-    wheels = tmp_path / "wheels"
-    # the build backend (setuptools) from this environment: no download
-    _run(
-        sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-        "--no-build-isolation", "--disable-pip-version-check",
-        "-w", wheels, source,
-    )  # fmt: skip
-    (wheel,) = wheels.glob("backprop_lessons-*.whl")
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
-    _run(
-        python, "-m", "pip", "install", "--quiet",
-        "--disable-pip-version-check", wheel,
-    )  # fmt: skip
-    imports = "; ".join(f"import {m}" for m in MODULES)
-    # outside the checkout, so that only the installed copy can be found
+    _run(python, "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", source)  # fmt: skip
+
+    # the engines import without torch (outside the checkout, so that only
+    # the installed copy can be found)
+    imports = "; ".join(f"import {m}" for m in ENGINES)
     out = _run(
         python, "-c",
-        f"{imports}; import sys; "
-        "print('torch' in sys.modules, backprop_lessons.__file__)",
+        f"{imports}; import sys; print('torch' in sys.modules)",
         cwd=tmp_path,
     )  # fmt: skip
-    torch_loaded, location = out.split()
-    assert torch_loaded == "False"  # the engines never import torch
-    assert location.startswith(str(env))
+    assert out.split() == ["False"]  # the engines never import torch
+
+    # then torch, as the `torch` extra would bring it
+    reader_runtime.link_from_venv(env, ["torch"])
+    probe = PROBE.replace("ABSENT", repr(ABSENT_EXTRAS))
+    found = json.loads(_run(python, "-c", probe, cwd=tmp_path))
+    assert found["location"].startswith(str(env))
+    assert "backprop_lessons.scale.ddp_train" in found["imported"]
+    assert set(found["needs_extra"].values()) <= ABSENT_EXTRAS
+    assert '<span style="color: #6730C5" class="k">for</span>' in found["html"]
+    assert 'class="nf">layernorm_backward</span>' in found["revealed"]
+    assert found["self_checks"] >= 2 * 13  # two or more per chapter
+    # what the package does not declare stays missing here
+    missing = _run(
+        python, "-c",
+        "import importlib.util as u; print(u.find_spec('a11y_pygments'))",
+    )  # fmt: skip
+    assert missing.strip() == "None"
+
+
+def test_this_test_sees_a_missing_dependency(tmp_path):
+    """The folder of links exposes torch and what torch needs, nothing more
+    of .venv (whose accessible-pygments the package once needed unawares)."""
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    reader_runtime.link_from_venv(env, ["torch"])
+    python = env / "bin" / "python"
+    out = _run(
+        python, "-c",
+        "import importlib.util as u, json; print(json.dumps([u.find_spec(m) "
+        "is not None for m in ('torch', 'sympy', 'a11y_pygments', 'pygments', "
+        "'backprop_lessons')]))",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert json.loads(out) == [True, True, False, False, False]
+    assert sys.prefix not in out

@@ -1,4 +1,4 @@
-"""The first names microgpt learns to continue (chapter 6).
+"""The first names microgpt learns to continue (the appendix on microgpt).
 
 `load_names()` reads `backprop_lessons/data/names.txt` through
 importlib.resources (no repository files, no downloads): 5,163 first names,

@@ -43,7 +43,7 @@ use to run on the reader's function once it passes (and on the solution
 until then).
 """
 
-from .checking import yours_or_the_solution
+from .checking import assert_correct, yours_or_the_solution
 from .gpt_layers import (
     check_attention_backward,
     check_crossentropy_softmax_backward,
@@ -83,4 +83,5 @@ __all__ = [
     "check_pipeline_schedule",
     "check_prediction",
     "yours_or_the_solution",
+    "assert_correct",
 ]

@@ -20,13 +20,27 @@ the reader's code (inside `attempt` or a `readers_code` block) is a "not
 yet" that names it and says where it happened: the line of the reader's
 code that raised, and the reader's calls that led there (a capstone's
 layer call), quoted under the verdict.
+
+A check names what an answer may not call (`run_check(..., refuse=...)`):
+the book's own implementation of the same thing, and `AUTOGRAD`, PyTorch's
+ways of computing a gradient for you, where the exercise is to compute it
+by hand.  While the reader's code runs (inside `readers_code`), a call to
+one of them stops it, and the verdict is "not yet", saying what was called.
+
+`record_verdicts(path)` makes `run_check` also write each verdict to a file,
+as data: the channel through which `python -m backprop_lessons.grade` learns
+a verdict, never from the printed text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
+import json
+import sys
 import sysconfig
+import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,14 +54,40 @@ __all__ = [
     "NotAttempted",
     "attempt",
     "readers_code",
+    "readers_file",
+    "record_verdicts",
     "require_filled",
     "run_check",
+    "AUTOGRAD",
     "where_it_raised",
     "yours_or_the_solution",
+    "assert_correct",
     "mismatched",
 ]
 
 CORRECT, NOT_YET, NOT_ATTEMPTED = "correct", "not yet", "not attempted yet"
+
+
+#: A printed line is broken between words before this many characters:
+#: JupyterLab breaks a longer output line wherever the column ends, in the
+#: middle of a word, and the book's column holds about 88.
+WIDTH = 79
+
+
+def wrapped(text: str) -> str:
+    """`text` with each of its lines broken between words to at most WIDTH
+    characters, the continuations indented by four spaces."""
+    return "\n".join(
+        textwrap.fill(
+            line,
+            WIDTH,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or line
+        for line in text.split("\n")
+    )
 
 
 @dataclass(frozen=True)
@@ -73,7 +113,7 @@ class Verdict:
     def __str__(self) -> str:
         line = f"Exercise {self.exercise}: {self.status}"
         line = f"{line} - {self.hint}" if self.hint else line
-        return "\n".join([line, *(f"    {w}" for w in self.where)])
+        return "\n".join([wrapped(line), *(f"    {w}" for w in self.where)])
 
     def _ipython_display_(self) -> None:
         """Show nothing: the check has printed the verdict already, and a
@@ -129,9 +169,10 @@ _NOT_READERS = tuple(
 _QUOTE = 72
 
 
-def _readers_frame(filename: str) -> bool:
-    """Is this frame's code the reader's (a notebook cell, a script of theirs),
-    not the package's, the standard library's or an installed package's?"""
+def readers_file(filename: str) -> bool:
+    """Is the code of this file the reader's (a notebook cell, a script of
+    theirs), not the package's, the standard library's or an installed
+    package's?  (A frame's `f_code.co_filename`, a traceback's filename.)"""
     if filename.startswith("<") and "ipython-input" not in filename:
         return False  # <string>, <frozen ...>: nothing to quote
     try:
@@ -147,7 +188,7 @@ def where_it_raised(error: BaseException) -> tuple[str, ...]:
     calls of theirs that led there (in a capstone, the layer call)."""
     lines = []
     for frame in traceback.extract_tb(error.__traceback__):
-        if not _readers_frame(frame.filename):
+        if not readers_file(frame.filename):
             continue
         name = "your cell" if frame.name == "<module>" else frame.name
         text = " ".join((frame.line or "").split())
@@ -157,17 +198,110 @@ def where_it_raised(error: BaseException) -> tuple[str, ...]:
     return tuple(lines)
 
 
+#: In a check's `refuse=`: PyTorch's ways of computing a gradient for you
+#: (`.backward()`, `torch.autograd.grad`, `torch.autograd.functional`,
+#: `torch.func`), refused where an exercise asks for a gradient by hand.
+AUTOGRAD = "PyTorch's autograd"
+
+#: what the reader's code may not call now: code object -> what to say
+_REFUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "refused", default=None
+)
+#: the entry points AUTOGRAD stands for
+_GRADIENT_FUNCTIONS = ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp",
+                       "grad", "grad_and_value", "jacrev", "jacfwd",
+                       "linearize")  # fmt: skip
+
+
+class Refused(BaseException):
+    """Raised into the reader's code at a refused call.  A BaseException, so
+    that the reader's own `except Exception` does not swallow it."""
+
+
+def _autograd() -> dict:
+    """The code objects of PyTorch's gradient entry points (torch imported
+    here, when a check refuses them)."""
+    import torch
+    import torch.autograd.functional as functional
+    import torch.func as func
+
+    found = {
+        torch.Tensor.backward: "Tensor.backward",
+        torch.autograd.backward: "torch.autograd.backward",
+        torch.autograd.grad: "torch.autograd.grad",
+    }
+    for module, prefix in ((functional, "torch.autograd.functional"),
+                           (func, "torch.func")):  # fmt: skip
+        for name in _GRADIENT_FUNCTIONS:
+            fn = getattr(module, name, None)
+            if fn is not None:
+                found[fn] = f"{prefix}.{name}"
+    return {
+        fn.__code__: f"{name}, PyTorch's autograd: this exercise asks for "
+        "the gradient by hand"
+        for fn, name in found.items()
+        if hasattr(fn, "__code__")
+    }
+
+
+def _refusals(refuse) -> dict:
+    """code object -> message, for `run_check`'s `refuse=` entries: AUTOGRAD,
+    or a function or method of the book's."""
+    codes = {}
+    for item in refuse:
+        if item is AUTOGRAD:
+            codes.update(_autograd())
+            continue
+        fn = getattr(item, "__func__", item)
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        codes[fn.__code__] = (
+            f"{name}, the book's own version of what this exercise asks you "
+            "to write"
+        )
+    return codes
+
+
+@contextlib.contextmanager
+def _watching() -> Iterator[None]:
+    """While the block runs, a call to a refused function raises Refused."""
+    codes = _REFUSED.get()
+    if codes is None or not codes:
+        yield
+        return
+    previous = sys.getprofile()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            sys.setprofile(previous)
+            raise Refused(codes[frame.f_code])
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(watch)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+
+
 @contextlib.contextmanager
 def readers_code(todo: str) -> Iterator[None]:
     """Whatever raises inside the block is the reader's code: NotImplementedError
     means not attempted (NotAttempted(todo)); any other exception becomes a
     "not yet" that names it and quotes the reader's line that raised
-    (`where_it_raised`).  The checks' own code stays outside such blocks,
-    so a bug in a check still fails loudly."""
+    (`where_it_raised`).  A call to what the check refuses (`run_check`'s
+    `refuse=`) stops the block: "not yet", naming what was called.  The
+    checks' own code stays outside such blocks, so a bug in a check still
+    fails loudly."""
     try:
-        yield
+        with _watching():
+            yield
     except (NotYet, NotAttempted):
         raise
+    except Refused as refused:
+        raise NotYet(
+            f"your code called {refused}", where=where_it_raised(refused)
+        ) from None
     except NotImplementedError:
         raise NotAttempted(todo) from None
     except Exception as error:
@@ -199,16 +333,20 @@ def mismatched(ours: dict, reference: dict, tol: float) -> list[str]:
     ]
 
 
-def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
+def run_check(
+    exercise: int, check: Callable[..., None], *answers, refuse=()
+) -> Verdict:
     """Run `check(*answers)`, print its verdict and return it.
 
     `check` raises NotYet(hint) for a wrong answer and NotAttempted(todo)
     for a stub (`attempt` and `readers_code` raise them for the reader's
     code); any other exception is a bug of the check and propagates.  A
     check that passes may return a report (a table of what it compared),
-    printed after the verdict.
+    printed after the verdict.  `refuse` names what the reader's code may
+    not call: the book's own functions, and AUTOGRAD.
     """
     report = None
+    token = _REFUSED.set(_refusals(refuse))
     try:
         report = check(*answers)
     except NotAttempted as todo:
@@ -217,10 +355,59 @@ def run_check(exercise: int, check: Callable[..., None], *answers) -> Verdict:
         verdict = Verdict(exercise, NOT_YET, str(hint), hint.where)
     else:
         verdict = Verdict(exercise, CORRECT)
+    finally:
+        _REFUSED.reset(token)
+    _record(verdict, check)
     print(verdict)
     if report is not None:
         print(report)
     return verdict
+
+
+def assert_correct(check: Callable[..., Verdict], *answers, **check_args) -> None:
+    """Run `check(*answers, **check_args)` without printing anything, and
+    raise AssertionError (quoting the verdict) unless it is correct.
+
+    A solution cell ends with it: nbval runs every solution on every `make
+    test`, so each is proven, and yet the cell shows nothing after a
+    reader's Run All (a collapsed solution that printed "Exercise N:
+    correct" sat right under the reader's own "not attempted yet")."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        verdict = check(*answers, **check_args)
+    if not verdict.correct:
+        raise AssertionError(f"{verdict}\n{printed.getvalue()}".rstrip())
+
+
+#: The file `run_check` appends each verdict to (`record_verdicts`), or None.
+_verdicts_file: Path | None = None
+
+
+def record_verdicts(path) -> None:
+    """From now on, also append each verdict `run_check` makes to the file
+    `path`, one JSON object a line: the exercise, status, hint and quoted
+    lines, and the check that made it (its module and name).
+
+    The grader (`python -m backprop_lessons.grade`) calls this in the kernel
+    it runs a notebook in, with a file in a folder it made, and reads the
+    verdicts there after each cell: a printed "Exercise 6: correct" counts
+    for nothing, and so does a verdict from a check outside this package."""
+    global _verdicts_file
+    _verdicts_file = Path(path)
+
+
+def _record(verdict: Verdict, check: Callable) -> None:
+    if _verdicts_file is None:
+        return
+    line = {
+        "exercise": verdict.exercise,
+        "status": verdict.status,
+        "hint": verdict.hint,
+        "where": list(verdict.where),
+        "check": f"{getattr(check, '__module__', None)}."
+        f"{getattr(check, '__qualname__', None)}",
+    }
+    with _verdicts_file.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(line, default=str) + "\n")
 
 
 def yours_or_the_solution(
@@ -231,7 +418,7 @@ def yours_or_the_solution(
 
     For the cells after an exercise that use its function (chapter 6 trains
     with the reader's gpt_backward): they run with the reader's own code
-    once it passes, and until then with the book's solution, so that Run
+    once it passes, and until then with the book's version, so that Run
     All never stops at a stub and never replaces the reader's function.
     The check runs silently; its verdict is the exercise cell's to print.
     """
@@ -239,11 +426,19 @@ def yours_or_the_solution(
         verdict = check(yours, **check_args)
     name = getattr(yours, "__name__", "function")
     if verdict.correct:
-        print(f"Using your {name}: it passes exercise {verdict.exercise}.")
+        print(
+            wrapped(f"Using your {name}: it passes exercise {verdict.exercise}.")
+        )
         return yours
+    # a method by its class too (Value.__mul__); a local function or a
+    # lambda by its own name
+    fallback = getattr(solution, "__qualname__", "")
+    if not fallback or "<" in fallback:
+        fallback = getattr(solution, "__name__", "the solution")
     print(
-        f"Using {getattr(solution, '__name__', 'the solution')}, the book's "
-        f"solution, until your {name} passes exercise {verdict.exercise} "
-        f"(now: {verdict.status})."
+        wrapped(
+            f"Using {fallback}, the book's version, until your {name} passes "
+            f"exercise {verdict.exercise} (now: {verdict.status})."
+        )
     )
     return solution

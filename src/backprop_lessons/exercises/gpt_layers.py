@@ -20,13 +20,22 @@ each layer's inputs on several shapes and its classic bugs (a missing
 term, a transpose, `=` for `+=`, ...).  The inputs are chosen to expose
 them: repeated tokens for the embedding, a square and a non-square
 weight for the matmul, inputs near |x| = 2 for the GELU (where the
-derivatives of the tanh and the erf GELU differ most).
+derivatives of the tanh and the erf GELU differ most).  A slip is named,
+not the answer: a wrong gradient no slip explains points to the
+exercise's Hint 3, which holds the formula.
 
 `check_gpt_backward` runs the book's `gpt_forward` on a 2-layer float64
 model, calls `fn(params, config, cache)` for the dict of gradients and
 compares each with PyTorch's autograd (`gpt.reference`), block by block
 in the order the backward computes them: the first wrong gradient going
-back from the loss is where the bug is.
+back from the loss is where the bug is.  Unless the reader's layers are:
+while fn runs, the check notes which of the reader's functions it calls
+with which layer's cache (`layer_checks.readers_calls_with`), and when
+something is wrong it runs each of them, quietly, through its own layer's
+check; the first that is still a stub or fails is named with its
+exercise's number (the number the chapter gave that layer's check when it
+ran), and a function given another layer's cache than its own is named
+as miswired.
 
 Each check prints "Exercise N: ..." and returns a `Verdict` (see
 `checking`); PyTorch is imported only when a check runs.
@@ -52,13 +61,14 @@ from ..gpt.layers import (
 )
 from ..gpt.model import BLOCK_PARAMETERS, GPTConfig, gpt_forward, init_params
 from ..gradcheck import CheckTable, compare_arrays, relative_error
-from .checking import NotYet, Verdict, attempt, run_check
+from .checking import NotAttempted, NotYet, Verdict, attempt, run_check
 from .layer_checks import (
     LAYER_SHAPES,
     TOL,
     LayerCase,
     label_at,
     random_buffers,
+    readers_calls_with,
     run_layer_check,
     torch_vjp,
     what_to_write,
@@ -85,20 +95,28 @@ __all__ = [
 GPT_TOL = 1e-10
 
 
+#: What the layers' checks have seen so far, for the capstone's hints: the
+#: number the chapter gave each layer's exercise, and the layer each of the
+#: reader's functions (by name) was checked as.
+_EXERCISE_OF: dict[str, int] = {}
+_LAYER_OF: dict[str, str] = {}
+
+
+def _run_layer_check(layer: str, fn, exercise: int) -> Verdict:
+    """The verdict of the layer's check (`_LAYER_CHECKS`) on fn."""
+    _EXERCISE_OF[layer] = exercise
+    name = getattr(fn, "__name__", "")
+    if name.isidentifier():
+        _LAYER_OF[name] = layer
+    return run_check(exercise, _LAYER_CHECKS[layer], fn)
+
+
 def _mean_c(a: np.ndarray) -> np.ndarray:
     """The mean over the C channels of each position, kept as (B, T, 1)."""
     return a.mean(axis=-1, keepdims=True)
 
 
 # ---- layernorm ---------------------------------------------------------------
-
-_LAYERNORM = {
-    "dinp": "with xhat = (x - mean) * rstd and g = dout * weight, "
-    "dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), means over the "
-    "C channels",
-    "dweight": "dweight += the sum over B and T of dout * xhat",
-    "dbias": "dbias += the sum over B and T of dout",
-}
 
 
 def _layernorm_case(rng, B: int, T: int, C: int) -> LayerCase:
@@ -125,13 +143,11 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> LayerCase:
         "dinp": [
             (
                 rstd * (g - var_term),
-                f"it lacks the - mean(g) term ({path_mean}): "
-                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+                f"it lacks the - mean(g) term ({path_mean})",
             ),
             (
                 rstd * (g - mean_term),
-                f"it lacks the - xhat * mean(g * xhat) term ({path_var}): "
-                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+                f"it lacks the - xhat * mean(g * xhat) term ({path_var})",
             ),
             (
                 rstd * g,
@@ -141,8 +157,8 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> LayerCase:
             ),
             (
                 g - mean_term - var_term,
-                "it lacks the factor rstd = 1/sqrt(var + eps) in front: "
-                "dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+                "it lacks the factor rstd in front: every path moves xhat "
+                "through (x - mean) * rstd",
             ),
             (
                 rstd * (dout - _mean_c(dout) - xhat * _mean_c(dout * xhat)),
@@ -191,26 +207,20 @@ def _layernorm_case(rng, B: int, T: int, C: int) -> LayerCase:
     )
 
 
+def _check_layernorm(fn) -> None:
+    todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
+    rng = np.random.default_rng(3)
+    cases = [_layernorm_case(rng, *s) for s in LAYER_SHAPES]
+    run_layer_check(fn, cases, todo)
+
+
 def check_layernorm_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dweight, dbias, dout, cache), like `layers.layernorm_backward`:
     it must add the three gradients into the buffers."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
-        rng = np.random.default_rng(3)
-        cases = [_layernorm_case(rng, *s) for s in LAYER_SHAPES]
-        run_layer_check(fn, cases, todo, _LAYERNORM)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("layernorm", fn, exercise)
 
 
 # ---- rmsnorm -----------------------------------------------------------------
-
-_RMSNORM = {
-    "dinp": "with xhat = x * rstd and g = dout * weight, "
-    "dinp += rstd * (g - xhat * mean(g * xhat)), the mean over the C channels",
-    "dweight": "dweight += the sum over B and T of dout * xhat",
-}
 
 
 def _rmsnorm_case(rng, B: int, T: int, C: int) -> LayerCase:
@@ -230,23 +240,22 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> LayerCase:
     g = dout * weight
 
     term = xhat * _mean_c(g * xhat)
-    right = "dinp = rstd * (g - xhat * mean(g * xhat))"
     bugs = {
         "dinp": [
             (
                 rstd * (g - _mean_c(g) - term),
                 "it subtracts mean(g), layernorm's path through the mean; "
-                "RMSNorm subtracts no mean, so that path is not there: " + right,
+                "RMSNorm subtracts no mean, so that path is not there",
             ),
             (
                 rstd * g,
                 "it lacks the - xhat * mean(g * xhat) term, the path through "
-                "mean(x^2): " + right,
+                "mean(x^2)",
             ),
             (
                 g - term,
-                "it lacks the factor rstd = 1/sqrt(mean(x^2) + eps) in "
-                "front: " + right,
+                "it lacks the factor rstd in front: both paths move xhat "
+                "through x * rstd",
             ),
             (
                 rstd * (dout - xhat * _mean_c(dout * xhat)),
@@ -284,26 +293,20 @@ def _rmsnorm_case(rng, B: int, T: int, C: int) -> LayerCase:
     )
 
 
+def _check_rmsnorm(fn) -> None:
+    todo = what_to_write(fn, "(dinp, dweight, dout, cache)")
+    rng = np.random.default_rng(4)
+    cases = [_rmsnorm_case(rng, *s) for s in LAYER_SHAPES]
+    run_layer_check(fn, cases, todo)
+
+
 def check_rmsnorm_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dweight, dout, cache), like `layers.rmsnorm_backward` with a
     weight: it must add both gradients into the buffers."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dinp, dweight, dout, cache)")
-        rng = np.random.default_rng(4)
-        cases = [_rmsnorm_case(rng, *s) for s in LAYER_SHAPES]
-        run_layer_check(fn, cases, todo, _RMSNORM)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("rmsnorm", fn, exercise)
 
 
 # ---- GELU --------------------------------------------------------------------
-
-_GELU = {
-    "dinp": "with u = sqrt(2/pi) (x + 0.044715 x^3) and th = tanh(u), "
-    "dinp += dout * (0.5 (1 + th) + 0.5 x (1 - th^2) du/dx), "
-    "du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)",
-}
 
 
 def _gelu_case(rng, B: int, T: int, C: int) -> LayerCase:
@@ -339,13 +342,14 @@ def _gelu_case(rng, B: int, T: int, C: int) -> LayerCase:
             ),
             (
                 dout * 0.5 * (1.0 + th),
-                "it lacks the second term of the product rule, "
-                "0.5 x (1 - tanh(u)^2) du/dx",
+                "it lacks the second term of the product rule: "
+                "0.5 x (1 + tanh(u)) has two factors that depend on x, and "
+                "yours holds the first factor's part only",
             ),
             (
                 dout * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th**2)),
-                "it lacks the chain rule's du/dx = "
-                "sqrt(2/pi) (1 + 3 * 0.044715 x^2)",
+                "it lacks the chain rule's du/dx: tanh'(u) is a slope in u, "
+                "and u depends on x",
             ),
             (
                 dout
@@ -353,8 +357,7 @@ def _gelu_case(rng, B: int, T: int, C: int) -> LayerCase:
                     0.5 * (1.0 + th)
                     + 0.5 * x * (1.0 - th**2) * s * (1.0 + c3 * x**2)
                 ),
-                "du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2): the derivative "
-                "of x^3 is 3 x^2",
+                "its du/dx lacks a factor 3: the derivative of x^3 is 3 x^2",
             ),
             (
                 dout * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th) * du),
@@ -378,24 +381,20 @@ def _gelu_case(rng, B: int, T: int, C: int) -> LayerCase:
     )
 
 
+def _check_gelu(fn) -> None:
+    todo = what_to_write(fn, "(dinp, dout, cache)")
+    rng = np.random.default_rng(4)
+    cases = [_gelu_case(rng, *s) for s in LAYER_SHAPES]
+    run_layer_check(fn, cases, todo)
+
+
 def check_gelu_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dout, cache), like `layers.gelu_backward` (the tanh GELU):
     it must add dinp into its buffer."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dinp, dout, cache)")
-        rng = np.random.default_rng(4)
-        cases = [_gelu_case(rng, *s) for s in LAYER_SHAPES]
-        run_layer_check(fn, cases, todo, _GELU)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("gelu", fn, exercise)
 
 
 # ---- softmax + cross-entropy -------------------------------------------------
-
-_CROSSENTROPY = {
-    "dlogits": "dlogits += (probs - onehot(targets)) * dloss / (B*T)",
-}
 
 
 def _crossentropy_case(rng, B: int, T: int, V: int) -> LayerCase:
@@ -470,17 +469,17 @@ def _crossentropy_case(rng, B: int, T: int, V: int) -> LayerCase:
     )
 
 
+def _check_crossentropy(fn) -> None:
+    todo = what_to_write(fn, "(dlogits, dloss, cache)")
+    rng = np.random.default_rng(5)
+    cases = [_crossentropy_case(rng, *s) for s in LAYER_SHAPES]
+    run_layer_check(fn, cases, todo)
+
+
 def check_crossentropy_softmax_backward(fn, *, exercise: int) -> Verdict:
     """fn(dlogits, dloss, cache), like `layers.crossentropy_softmax_backward`:
     it must add dlogits into its buffer."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dlogits, dloss, cache)")
-        rng = np.random.default_rng(5)
-        cases = [_crossentropy_case(rng, *s) for s in LAYER_SHAPES]
-        run_layer_check(fn, cases, todo, _CROSSENTROPY)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("crossentropy", fn, exercise)
 
 
 # ---- attention ---------------------------------------------------------------
@@ -539,14 +538,6 @@ def _attention_dinp(
     )
 
 
-_ATTENTION = {
-    "dinp": "per head, with dy = dout split into heads: dv = att^T dy, "
-    "datt = dy v^T, ds = att * (datt - sum_j(datt * att)), "
-    "dq = ds k / sqrt(hs), dk = ds^T q / sqrt(hs); dq, dk, dv merged back "
-    "into the three thirds of dinp",
-}
-
-
 def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> LayerCase:
     C = NH * hs
     inp = rng.standard_normal((B, T, 3 * C))
@@ -573,8 +564,8 @@ def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> LayerCase:
         ),
         (
             {"softmax_term": False},
-            "it lacks the - sum_j(datt * att) term of the softmax's VJP: "
-            "ds = att * (datt - sum_j(datt * att)), row by row",
+            "it lacks the - sum_j(datt * att) term of the softmax's VJP "
+            "(the row's dot product)",
         ),
         (
             {"scale": False},
@@ -604,29 +595,23 @@ def _attention_case(rng, B: int, T: int, NH: int, hs: int) -> LayerCase:
     )
 
 
+def _check_attention(fn) -> None:
+    todo = what_to_write(fn, "(dinp, dout, cache)")
+    rng = np.random.default_rng(6)
+    cases = [
+        _attention_case(rng, *s)
+        for s in [(2, 4, 2, 3), (1, 5, 3, 2), (3, 1, 2, 2)]
+    ]
+    run_layer_check(fn, cases, todo, detail=wrong_thirds)
+
+
 def check_attention_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dout, cache), like `layers.attention_backward` (causal,
     multi-head, on the qkv matmul's output): it must add dinp (B, T, 3C)."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dinp, dout, cache)")
-        rng = np.random.default_rng(6)
-        cases = [
-            _attention_case(rng, *s)
-            for s in [(2, 4, 2, 3), (1, 5, 3, 2), (3, 1, 2, 2)]
-        ]
-        run_layer_check(fn, cases, todo, _ATTENTION, detail=wrong_thirds)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("attention", fn, exercise)
 
 
 # ---- encoder: token and position embeddings ----------------------------------
-
-_ENCODER = {
-    "dwte": "every (b, t) adds dout[b, t] into row idx[b, t] of dwte: "
-    "np.add.at(dwte, idx, dout)",
-    "dwpe": "dwpe[:T] += dout summed over the batch",
-}
 
 
 def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> LayerCase:
@@ -683,35 +668,28 @@ def _encoder_case(rng, inp, V: int, maxT: int, C: int) -> LayerCase:
     )
 
 
+def _check_encoder(fn) -> None:
+    todo = what_to_write(fn, "(dwte, dwpe, dout, cache)")
+    rng = np.random.default_rng(7)
+    cases = [
+        # token 1 four times, 3 twice; T shorter than wpe
+        _encoder_case(rng, np.array([[1, 3, 1, 1], [3, 0, 1, 5]]), 7, 6, 3),
+        # one sequence, T = maxT, token 2 three times
+        _encoder_case(rng, np.array([[2, 4, 2, 0, 2]]), 5, 5, 4),
+        # T = 1: every sequence reads the same row of wpe; token 3 twice
+        _encoder_case(rng, np.array([[3], [1], [3]]), 4, 3, 2),
+    ]
+    run_layer_check(fn, cases, todo)
+
+
 def check_encoder_backward(fn, *, exercise: int) -> Verdict:
     """fn(dwte, dwpe, dout, cache), like `layers.encoder_backward`: it must add
     the embeddings' gradients into the buffers (the cache is inp (B, T); its
     tokens repeat, and T is shorter than wpe)."""
-
-    def check(fn):
-        todo = what_to_write(fn, "(dwte, dwpe, dout, cache)")
-        rng = np.random.default_rng(7)
-        cases = [
-            # token 1 four times, 3 twice; T shorter than wpe
-            _encoder_case(rng, np.array([[1, 3, 1, 1], [3, 0, 1, 5]]), 7, 6, 3),
-            # one sequence, T = maxT, token 2 three times
-            _encoder_case(rng, np.array([[2, 4, 2, 0, 2]]), 5, 5, 4),
-            # T = 1: every sequence reads the same row of wpe; token 3 twice
-            _encoder_case(rng, np.array([[3], [1], [3]]), 4, 3, 2),
-        ]
-        run_layer_check(fn, cases, todo, _ENCODER)
-
-    return run_check(exercise, check, fn)
+    return _run_layer_check("encoder", fn, exercise)
 
 
 # ---- matmul ------------------------------------------------------------------
-
-_MATMUL = {
-    "dinp": "dinp += dout @ weight: (B, T, OC) @ (OC, C)",
-    "dweight": "dweight += dout^T @ inp summed over the B*T positions: "
-    "(OC, B*T) @ (B*T, C)",
-    "dbias": "dbias += dout summed over B and T",
-}
 
 
 def _matmul_case(
@@ -737,8 +715,9 @@ def _matmul_case(
         "dinp": [
             (
                 dout @ weight.T,
-                "it multiplies dout by weight^T: out = inp @ weight^T, so "
-                "dinp = dout @ weight",
+                "it multiplies dout by weight^T, the forward's own factor; "
+                "the backward multiplies by its transpose (only a square "
+                "weight lets the shapes fit)",
             )
         ]
         if C == OC
@@ -746,8 +725,8 @@ def _matmul_case(
         "dweight": [
             (
                 inp2.T @ dout2,
-                "it is transposed: dweight = dout^T @ inp has the shape of "
-                "weight, (OC, C)",
+                "it is transposed: dweight has the shape of weight, (OC, C) "
+                "(only a square weight lets the transposed one fit)",
             )
         ]
         if C == OC
@@ -788,31 +767,44 @@ def _matmul_case(
     )
 
 
+def _check_matmul(fn) -> None:
+    todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
+    rng = np.random.default_rng(8)
+    cases = [
+        _matmul_case(rng, 2, 3, 4, 4, True, "with a square weight"),
+        _matmul_case(rng, 3, 1, 4, 5, True, "with a weight (OC, C)"),
+        _matmul_case(
+            rng,
+            1,
+            4,
+            6,
+            3,
+            False,
+            "with dbias=None (no bias, as the LM head)",
+        ),
+    ]
+    run_layer_check(fn, cases, todo)
+
+
 def check_matmul_backward(fn, *, exercise: int) -> Verdict:
     """fn(dinp, dweight, dbias, dout, cache), like `layers.matmul_backward`
     (out = inp @ weight^T + bias, weight (OC, C)): it must add the three
     gradients, and skip dbias when it is None (a matmul without bias, like
     the LM head)."""
+    return _run_layer_check("matmul", fn, exercise)
 
-    def check(fn):
-        todo = what_to_write(fn, "(dinp, dweight, dbias, dout, cache)")
-        rng = np.random.default_rng(8)
-        cases = [
-            _matmul_case(rng, 2, 3, 4, 4, True, "with a square weight"),
-            _matmul_case(rng, 3, 1, 4, 5, True, "with a weight (OC, C)"),
-            _matmul_case(
-                rng,
-                1,
-                4,
-                6,
-                3,
-                False,
-                "with dbias=None (no bias, as the LM head)",
-            ),
-        ]
-        run_layer_check(fn, cases, todo, _MATMUL)
 
-    return run_check(exercise, check, fn)
+#: Each layer's check, raising NotYet or NotAttempted as `run_check`
+#: expects, by layer.
+_LAYER_CHECKS = {
+    "layernorm": _check_layernorm,
+    "rmsnorm": _check_rmsnorm,
+    "gelu": _check_gelu,
+    "crossentropy": _check_crossentropy,
+    "attention": _check_attention,
+    "encoder": _check_encoder,
+    "matmul": _check_matmul,
+}
 
 
 # ---- the whole model ---------------------------------------------------------
@@ -863,95 +855,236 @@ def _wte_parts(params, config, idx, targets):
     return tp["lm_head"].grad.numpy(), tp["wte"].grad.numpy()
 
 
+#: Each layer's backward by its number of arguments: its cache is the last.
+_ARGUMENTS = {
+    "matmul": 5,
+    "gelu": 3,
+    "crossentropy": 3,
+    "layernorm": 5,
+    "encoder": 4,
+    "attention": 3,
+}
+
+
+def _layer_caches(cache, config: GPTConfig) -> dict[int, tuple]:
+    """Every layer cache of a `gpt_forward` cache, for `readers_calls_with`:
+    id -> (the cache, (its layer, how the reader reaches it), the number of
+    its layer's backward's arguments)."""
+    top = {
+        "loss": "crossentropy",
+        "lm_head": "matmul",
+        "lnf": "layernorm",
+        "encoder": "encoder",
+    }
+    block = {
+        "ln1": "layernorm",
+        "qkv": "matmul",
+        "att": "attention",
+        "attproj": "matmul",
+        "ln2": "layernorm",
+        "fc": "matmul",
+        "gelu": "gelu",
+        "fcproj": "matmul",
+    }
+    found = [(cache[k], layer, f'cache["{k}"]') for k, layer in top.items()]
+    for l in range(config.n_layer):
+        c = cache["blocks"][l]
+        found += [
+            (c[k], layer, f'cache["blocks"][{l}]["{k}"]')
+            for k, layer in block.items()
+        ]
+    return {
+        id(obj): (obj, (layer, reach), _ARGUMENTS[layer])
+        for obj, layer, reach in found
+    }
+
+
+#: The layers by the names the capstone's hints give them.
+_LAYER_NAMES = {
+    "matmul": "matmul",
+    "gelu": "GELU",
+    "crossentropy": "softmax cross-entropy",
+    "layernorm": "layernorm",
+    "encoder": "embeddings",
+    "attention": "attention",
+    "rmsnorm": "RMSNorm",
+}
+
+
+def _blame_a_layer(calls, capstone) -> tuple[str, str, str]:
+    """What to tell of the first of the reader's layers, in the order the
+    capstone called them, that is miswired, still a stub or fails its own
+    exercise's check (run quietly): (the hint, the layer function's name,
+    "miswired", "stub" or "fails"); ("", "", "") when every one passes.
+
+    A call's layer is known by the cache it was given (its exercise by the
+    number the chapter gave that layer's check).  A function given the
+    cache of another layer than its own (the layer whose check it ran
+    earlier, or else the one it was first called for) is miswired."""
+    cap = getattr(capstone, "__name__", "your gpt_backward")
+    first_layer: dict[int, str] = {}
+    tried: set[int] = set()
+    for call in calls:
+        fn, (layer, reach) = call.function, call.about
+        if fn is None:
+            continue
+        name = getattr(fn, "__name__", "function")
+        own = _LAYER_OF.get(name) or first_layer.setdefault(id(fn), layer)
+        if own != layer:
+            text = (
+                f"{cap} passes {reach}, a {_LAYER_NAMES[layer]}'s cache, to "
+                f"your {name}, your {_LAYER_NAMES[own]} backward: look at "
+                "that call"
+            )
+            return text, name, "miswired"
+        if id(fn) in tried:
+            continue
+        tried.add(id(fn))
+        number = _EXERCISE_OF.get(layer)
+        ex = f"exercise {number}" if number is not None else "its own exercise"
+        yours = f"your {name}, which {cap} calls first with {reach},"
+        try:
+            _LAYER_CHECKS[layer](fn)
+        except NotAttempted:
+            text = f"{yours} is still a stub: write it in {ex} first"
+            return text, name, "stub"
+        except NotYet as error:
+            text = f"{yours} does not pass {ex} yet: {error}. Fix it there first"
+            return text, name, "fails"
+    return "", "", ""
+
+
+def _check_gpt(fn) -> None:
+    """The capstone's check: the reader's model backward against PyTorch's
+    autograd; when it fails, the first of the reader's layers it called
+    that is miswired or fails its own exercise is named
+    (`_blame_a_layer`)."""
+    todo = what_to_write(fn, "(params, config, cache) from your layers")
+    config, params, idx, targets = _capstone_model()
+    _, cache = gpt_forward(params, config, idx, targets)
+    before = {n: p.copy() for n, p in params.items()}
+    try:
+        with readers_calls_with(_layer_caches(cache, config)) as calls:
+            grads = attempt(fn, params, config, cache, todo=todo)
+        return _compare_gpt_grads(grads, params, before, config, idx, targets)
+    except (NotAttempted, NotYet) as error:
+        blame, blamed, kind = _blame_a_layer(calls, fn)
+        if not blame:
+            raise
+        if isinstance(error, NotAttempted):
+            raise NotYet(blame) from None
+        if isinstance(error, _WrongGradient):
+            if kind == "fails":
+                blame += (
+                    ": the gradients after its first call inherit its error "
+                    "(the first wrong one going back from the loss: "
+                    f"{error.first})"
+                )
+            raise NotYet(blame) from None
+        # the reader's code raised: say what, unless the layer named did
+        inside = error.where and error.where[-1].startswith(f"in {blamed},")
+        text = blame if inside else f"{blame}; and then {error}"
+        raise NotYet(text, where=error.where) from None
+
+
+class _WrongGradient(NotYet):
+    """A gradient of the capstone differs from PyTorch's; `first` names the
+    first going back from the loss."""
+
+    def __init__(self, hint: str, first: str):
+        super().__init__(hint)
+        self.first = first
+
+
+def _compare_gpt_grads(grads, params, before, config, idx, targets):
+    """NotYet at the first thing wrong with the reader's gradients (their
+    form, then each against PyTorch's, in the order the backward computes
+    them); the table of every relative error when all are right."""
+    from ..gpt.reference import torch_forward_backward
+
+    if not isinstance(grads, dict):
+        raise NotYet(
+            "return a dict of gradients, one per parameter (like "
+            f"params), not a {type(grads).__name__}"
+        )
+    missing = [n for n in params if n not in grads]
+    if missing:
+        raise NotYet(
+            f"return one gradient per parameter: {', '.join(missing)} "
+            "missing from your dict"
+        )
+    for name, p in params.items():
+        g = grads[name]
+        if not isinstance(g, np.ndarray) or g.shape != p.shape:
+            got = g.shape if isinstance(g, np.ndarray) else type(g).__name__
+            raise NotYet(
+                f"grads[{name!r}] must be an array of the shape of "
+                f"params[{name!r}], {p.shape}; got {got}"
+            )
+        if not np.isfinite(g).all():
+            raise NotYet(f"grads[{name!r}] holds nan or inf")
+    changed = [n for n in params if not np.array_equal(params[n], before[n])]
+    if changed:
+        raise NotYet(
+            f"your gpt_backward changed params[{changed[0]!r}] in place: "
+            "a backward reads the parameters and leaves them as they are"
+        )
+    _, right = torch_forward_backward(params, config, idx, targets)
+    wrong = []
+    for name, block in _backward_order(config):
+        ours, theirs = grads[name], right[name]
+        if block is not None:
+            ours, theirs = ours[block], theirs[block]
+        error = relative_error(ours, theirs)
+        if error >= GPT_TOL:
+            wrong.append((name, block, error))
+    if not wrong:
+        return CheckTable(
+            "the gradients vs PyTorch's autograd (float64)",
+            [compare_arrays(n, grads[n], right[n], GPT_TOL) for n in params],
+        )
+    name, block, error = wrong[0]
+    where = (
+        f"grads[{name!r}][{block}] (block {block})"
+        if block is not None
+        else f"grads[{name!r}]"
+    )
+    first = f"{where}, largest relative error {error:.1e}"
+    text = (
+        f"{where} is wrong: largest relative error {error:.1e} "
+        f"(tolerance {GPT_TOL:.0e})"
+    )
+    if name == "wte":
+        head, embedding = _wte_parts(params, config, idx, targets)
+        if relative_error(grads["wte"], head) < GPT_TOL:
+            text += (
+                "; it holds the LM head's part only: add the embedding's "
+                "(encoder_backward)"
+            )
+        elif relative_error(grads["wte"], embedding) < GPT_TOL:
+            text += (
+                "; it holds the embedding's part only: add the LM "
+                "head's (the matmul backward of logits = lnf @ wte^T)"
+            )
+    elif len(wrong) > 1:
+        text += (
+            f"; it is the first wrong gradient going back from the loss "
+            f"(the {len(wrong) - 1} wrong after it may only inherit its "
+            "error): look at the backward calls between it and the "
+            "gradient computed just before it"
+        )
+    raise _WrongGradient(text, first)
+
+
 def check_gpt_backward(fn, *, exercise: int) -> Verdict:
     """fn(params, config, cache) -> a dict of gradients, one per parameter,
     like `model.gpt_backward`: compared with PyTorch's autograd on a whole
     2-layer model in float64 (`cache` from the book's `gpt_forward`).  When
     it passes, a table of every parameter's relative error follows the
-    verdict."""
-    from ..gpt.reference import torch_forward_backward
-
-    def check(fn):
-        todo = what_to_write(fn, "(params, config, cache) from your layers")
-        config, params, idx, targets = _capstone_model()
-        _, cache = gpt_forward(params, config, idx, targets)
-        params_before = {n: p.copy() for n, p in params.items()}
-        grads = attempt(fn, params, config, cache, todo=todo)
-        if not isinstance(grads, dict):
-            raise NotYet(
-                "return a dict of gradients, one per parameter (like "
-                f"params), not a {type(grads).__name__}"
-            )
-        missing = [n for n in params if n not in grads]
-        if missing:
-            raise NotYet(
-                f"return one gradient per parameter: {', '.join(missing)} "
-                "missing from your dict"
-            )
-        for name, p in params.items():
-            g = grads[name]
-            if not isinstance(g, np.ndarray) or g.shape != p.shape:
-                got = g.shape if isinstance(g, np.ndarray) else type(g).__name__
-                raise NotYet(
-                    f"grads[{name!r}] must be an array of the shape of "
-                    f"params[{name!r}], {p.shape}; got {got}"
-                )
-            if not np.isfinite(g).all():
-                raise NotYet(f"grads[{name!r}] holds nan or inf")
-        changed = [
-            n for n in params if not np.array_equal(params[n], params_before[n])
-        ]
-        if changed:
-            raise NotYet(
-                f"your gpt_backward changed params[{changed[0]!r}] in place: "
-                "a backward reads the parameters and leaves them as they are"
-            )
-        _, right = torch_forward_backward(params, config, idx, targets)
-        wrong = []
-        for name, block in _backward_order(config):
-            ours, theirs = grads[name], right[name]
-            if block is not None:
-                ours, theirs = ours[block], theirs[block]
-            error = relative_error(ours, theirs)
-            if error >= GPT_TOL:
-                wrong.append((name, block, error))
-        if not wrong:
-            return CheckTable(
-                "the gradients vs PyTorch's autograd (float64)",
-                [compare_arrays(n, grads[n], right[n], GPT_TOL) for n in params],
-            )
-        name, block, error = wrong[0]
-        where = (
-            f"grads[{name!r}][{block}] (block {block})"
-            if block is not None
-            else f"grads[{name!r}]"
-        )
-        text = (
-            f"{where} is wrong: largest relative error {error:.1e} "
-            f"(tolerance {GPT_TOL:.0e})"
-        )
-        if name == "wte":
-            head, embedding = _wte_parts(params, config, idx, targets)
-            if relative_error(grads["wte"], head) < GPT_TOL:
-                text += (
-                    "; it holds the LM head's part only: add the embedding's "
-                    "(encoder_backward)"
-                )
-            elif relative_error(grads["wte"], embedding) < GPT_TOL:
-                text += (
-                    "; it holds the embedding's part only: add the LM "
-                    "head's (the matmul backward of logits = lnf @ wte^T)"
-                )
-        elif len(wrong) > 1:
-            text += (
-                f"; it is the first wrong gradient going back from the loss "
-                f"(the {len(wrong) - 1} wrong after it may only inherit its "
-                "error): look at the backward calls between it and the "
-                "gradient computed just before it"
-            )
-        raise NotYet(text)
-
-    return run_check(exercise, check, fn)
+    verdict.  When it fails and one of the reader's layers that fn calls
+    is still a stub or fails its own exercise's check, the hint names that
+    layer first."""
+    return run_check(exercise, _check_gpt, fn)
 
 
 # ---- self-checks -------------------------------------------------------------

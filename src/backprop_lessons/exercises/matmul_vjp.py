@@ -6,6 +6,8 @@
     check_logsumexp_vjp(logsumexp_vjp)           stable for logits near 1000
     check_unbroadcast(my_unbroadcast)            sum a gradient back to a shape
 
+    book_matmul_vjp(G, X, W)     the book's matmul VJP in exercise 1's form
+
 Reference gradients come from PyTorch autograd in float64 (imported when a
 check runs) or from centered differences (`gradcheck`).  Each check prints
 "Exercise N: ..." and returns a `Verdict` (see `checking`).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gradcheck import close, numerical_param_gradients
-from ..tensor import unbroadcast
+from ..tensor import Tensor, unbroadcast
 from .checking import NotYet, Verdict, attempt, mismatched, run_check
 from .questions import Choice, Number
 
@@ -28,6 +30,7 @@ __all__ = [
     "check_linear_backward",
     "check_logsumexp_vjp",
     "check_unbroadcast",
+    "book_matmul_vjp",
     "SELF_CHECKS",
 ]
 
@@ -38,6 +41,13 @@ def _pair(result, names: str):
     if not (isinstance(result, tuple) and len(result) == len(names.split(", "))):
         raise NotYet(f"return the tuple ({names})")
     return result
+
+
+def book_matmul_vjp(G, X, W):
+    """(dX, dW) of Z = X @ W in exercise 1's form: the Tensor engine's own
+    rule, `Tensor.matmul_backward`.  The chapter's later cells fall back on
+    it until the reader's `matmul_vjp` passes."""
+    return Tensor.matmul_backward(G, (X, W), (True, True))
 
 
 def check_matmul_vjp(matmul_vjp, *, exercise: int) -> Verdict:

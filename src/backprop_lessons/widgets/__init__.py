@@ -24,6 +24,9 @@ trait `index`, so Python can drive a live widget too.
     reveal_source     reveal.py: the book's version of a function, in a
                       closed box
 
+Where a widget cannot be drawn (an untrusted notebook) its plain text
+stands in, cut alike in every runtime (`text`).
+
 The self-checks work the same way: question, answer and feedback are in the
 widget's state and `selfcheck.js` judges the reader's answer on the page.
 

@@ -35,6 +35,7 @@ from .stepper import (
     num,
     value_names,
 )
+from .text import plain_text
 
 __all__ = ["BackwardStepper", "backward_frames"]
 
@@ -435,4 +436,4 @@ class BackwardStepper(FrameStepper):
 
     def __repr__(self) -> str:
         graph = f"a graph of {self._n_values} values"
-        return f"BackwardStepper({self.steps} steps on {graph})"
+        return plain_text(f"BackwardStepper({self.steps} steps on {graph})")

@@ -21,6 +21,7 @@ import anywidget
 import traitlets
 
 from ..show import show_source
+from .text import plain_text
 
 __all__ = ["SourceReveal", "reveal_source"]
 
@@ -41,7 +42,7 @@ class SourceReveal(anywidget.AnyWidget):
         self._title = title
 
     def __repr__(self) -> str:  # the text/plain that nbval compares
-        return f"SourceReveal({self._title})"
+        return plain_text(f"SourceReveal({self._title})")
 
 
 def reveal_source(obj, summary: str = "Show the book's version") -> SourceReveal:

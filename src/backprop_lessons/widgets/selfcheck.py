@@ -41,6 +41,8 @@ from typing import NamedTuple
 import anywidget
 import traitlets
 
+from .text import plain_text
+
 __all__ = [
     "SelfCheck",
     "NumberCheck",
@@ -230,7 +232,7 @@ class NumberCheck(SelfCheck):
         return Verdict("wrong", "Not right yet.", self.hint)
 
     def __repr__(self) -> str:
-        return f"NumberCheck({self._plain_question!r})"
+        return plain_text(f"NumberCheck({self._plain_question!r})")
 
 
 class ChoiceCheck(SelfCheck):
@@ -341,7 +343,7 @@ class ChoiceCheck(SelfCheck):
         return Verdict("wrong", "Not right yet.", specific or self.hint)
 
     def __repr__(self) -> str:
-        return f"ChoiceCheck({self._plain_question!r})"
+        return plain_text(f"ChoiceCheck({self._plain_question!r})")
 
 
 def self_check(topic: str, key: str) -> SelfCheck:

@@ -21,6 +21,7 @@ from .stepper import (
     legend_html,
     value_names,
 )
+from .text import plain_text
 
 __all__ = ["TopoSortStepper", "toposort_frames"]
 
@@ -170,4 +171,4 @@ class TopoSortStepper(FrameStepper):
 
     def __repr__(self) -> str:
         graph = f"a graph of {self._n_values} values"
-        return f"TopoSortStepper({self.steps} steps on {graph})"
+        return plain_text(f"TopoSortStepper({self.steps} steps on {graph})")
