@@ -223,7 +223,8 @@ def trainer_launcher(request, tmp_path_factory):
     """Starts the trainer's runs, if a selected test needs them; kills
     whatever is left at the end of the session."""
     runs = Runs(tmp_path_factory.mktemp("model_parallel_runs"))
-    if any("trainer_runs" in item.fixturenames for item in request.session.items):
+    items = request.session.items  # notebook cells (nbval) have no fixtures
+    if any("trainer_runs" in getattr(i, "fixturenames", ()) for i in items):
         runs.start_all()
     yield runs
     runs.kill_all()

@@ -34,8 +34,12 @@ def test_micro_batches_add_up_to_the_whole_batch():
     loss_split = DP.train_step(split, split_opt, halves, CPU)
     assert loss_split.item() == pytest.approx(loss.item(), rel=1e-13)
     after, after_split = full_parameters(whole), full_parameters(split)
+    # atol: the key bias's gradient is 0 in exact arithmetic (softmax does
+    # not see a shift of a row's scores), so its step is round-off alone
     for name, p in after.items():
-        np.testing.assert_allclose(after_split[name], p, rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            after_split[name], p, rtol=1e-12, atol=1e-14, err_msg=name
+        )
     assert DP.evaluate(whole, x, y, CPU) < loss.item()  # the step helped
 
 
