@@ -199,8 +199,8 @@ chapter: reader-runtime dot-ok
 	  $(BIN)/python scripts/lab_form.py $$nb && \
 	  $(TIMED) $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not full_size" \
 	    $(NBVAL_FLAGS) $$nb $$tests && \
-	  $(BIN)/pytest -q -n 2 tests/test_notebooks.py tests/test_live_workbench.py \
-	    tests/test_show_targets.py -k "$$stem"
+	  $(BIN)/pytest -q -n 2 tests/conventions/test_notebooks.py tests/conventions/test_live_workbench.py \
+	    tests/conventions/test_show_targets.py -k "$$stem"
 
 # Re-execute every notebook top to bottom in a fresh kernel and store its
 # outputs (and widget state) - run after changing a chapter or the package -

@@ -35,9 +35,10 @@ The matrix products are the same calls to NumPy's BLAS as in the book's
 step and take the same time: everything this layout saves is outside them.
 
 What it is not: general.  One config and one batch shape, fixed when it is
-made; the tied LM head, no dropout, no sampling.  tests/test_gpt_tuned.py
-checks it against `gpt_forward`, `gpt_backward` and `train.AdamW`: the
-same loss, gradients and parameters, step after step, in float64.
+made; the tied LM head, no dropout, no sampling.
+tests/conventions/test_gpt_tuned.py checks it against `gpt_forward`,
+`gpt_backward` and `train.AdamW`: the same loss, gradients and parameters,
+step after step, in float64.
 """
 
 from __future__ import annotations

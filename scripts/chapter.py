@@ -5,19 +5,33 @@ of the package modules it imports.
     python scripts/chapter.py tests 06         the test files, one per line
 
 CH is the start of the notebook's name: "06", "6", "06_gpt" or "appendix".
-The tests are found the way the repository lays them out (tests mirror the
-package, ARCHITECTURE.md): a module `backprop_lessons.X` or
-`backprop_lessons.pkg.X` that the notebook imports is tested by
-`tests/test_X.py`, an exercises module by `tests/test_exercises_X.py` (or
-`tests/test_exercises.py`, which tests every check); and every chapter's
-conventions are in `tests/test_notebooks.py` and
-`tests/test_live_workbench.py`, run for this notebook only.
+
+The tests are found from the notebook's import statements, not from file
+names that happen to match: each `import` and `from ... import` of the
+package names modules (a name imported from a module is a name of the
+module that defines it: `from backprop_lessons.gpt import init_params` uses
+`backprop_lessons.gpt.model`), importing a module imports its packages too,
+and every module's tests are in one file, `test_file(module)`:
+
+    backprop_lessons.X            tests/test_X.py     (a module or a
+                                                       subpackage)
+    backprop_lessons.P.X          tests/test_X.py, or tests/test_P_X.py
+                                  when another module or subpackage of
+                                  the package is also named X
+                                  (gpt.model, microgpt.model)
+
+`tests/conventions/test_layout.py` holds every test file to this rule.  The
+chapter's conventions (tests/conventions/test_notebooks.py,
+test_live_workbench.py, test_show_targets.py) are run by the Makefile for
+this notebook only.
 """
 
 from __future__ import annotations
 
 import ast
+import collections
 import importlib
+import inspect
 import json
 import re
 import sys
@@ -26,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 TESTS = ROOT / "tests"
+PACKAGE = ROOT / "src" / "backprop_lessons"
 
 
 def notebook(ch: str) -> Path:
@@ -42,9 +57,36 @@ def notebook(ch: str) -> Path:
     return found[0]
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every `backprop_lessons...` module the notebook's code imports."""
-    modules = set()
+def package_modules() -> list[str]:
+    """Every module and subpackage of the package, dotted
+    ("backprop_lessons.gpt", "backprop_lessons.gpt.model", ...)."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def test_file(module: str, modules: list[str] | None = None) -> str:
+    """The name of the file that holds `module`'s tests (see the module
+    docstring); "" for the package itself."""
+    modules = package_modules() if modules is None else modules
+    parts = module.split(".")[1:]
+    if not parts:
+        return ""
+    leaves = collections.Counter(m.split(".")[-1] for m in modules)
+    if len(parts) == 1 or leaves[parts[-1]] == 1:
+        return f"test_{parts[-1]}.py"
+    return f"test_{parts[-2]}_{parts[-1]}.py"
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every `backprop_lessons...` name the notebook's code imports: the
+    modules of `import` statements, and `module.name` for each name of a
+    `from module import name`."""
+    names = set()
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
@@ -53,15 +95,13 @@ def imported_modules(path: Path) -> set[str]:
         )
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.ImportFrom) and node.module:
-                base = node.module
-                modules.add(base)
-                modules |= {f"{base}.{a.name}" for a in node.names}
+                names |= {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Import):
-                modules |= {a.name for a in node.names}
-    return {m for m in modules if m.startswith("backprop_lessons")}
+                names |= {a.name for a in node.names}
+    return {n for n in names if n.split(".")[0] == "backprop_lessons"}
 
 
-def _module_of(name: str) -> str | None:
+def module_of(name: str) -> str:
     """`name` if it is a module of the package, else the module that defines
     the object it names (`backprop_lessons.Value` -> backprop_lessons.scalar)."""
     try:
@@ -69,33 +109,27 @@ def _module_of(name: str) -> str | None:
     except ImportError:
         pass
     parent, _, attr = name.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(parent), attr)
-    except (ImportError, AttributeError):
-        return None
-    return getattr(obj, "__module__", None) or parent
+    obj = getattr(importlib.import_module(parent), attr)
+    defined = inspect.isclass(obj) or inspect.isroutine(obj)
+    if defined and obj.__module__.split(".")[0] == "backprop_lessons":
+        return obj.__module__
+    return parent  # a constant (or another library's): where it came from
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The package's modules the notebook imports, with their packages."""
+    modules = set()
+    for name in imported_names(path):
+        parts = module_of(name).split(".")
+        modules |= {".".join(parts[:k]) for k in range(2, len(parts) + 1)}
+    return modules
 
 
 def tests(path: Path) -> list[Path]:
-    found = set()
-    for name in imported_modules(path):
-        module = _module_of(name)
-        parts = (module or "").split(".")[1:]
-        if not parts:
-            continue
-        leaf, package = parts[-1], parts[0] if len(parts) > 1 else None
-        candidates = [TESTS / f"test_{leaf}.py"]
-        if package:
-            candidates.append(TESTS / f"test_{package}_{leaf}.py")
-            candidates.append(TESTS / f"test_{package}.py")
-        if package == "exercises" or parts == ["exercises"]:
-            candidates = [  # the checks, and the chapter topic's machinery
-                TESTS / f"test_exercises_{leaf}.py",
-                TESTS / "test_exercises.py",
-                TESTS / f"test_{leaf}.py",
-            ]
-        found |= {c for c in candidates if c.exists()}
-    return sorted(found)
+    """The existing test files of the modules the notebook imports."""
+    modules = package_modules()
+    found = {TESTS / test_file(m, modules) for m in imported_modules(path)}
+    return sorted(p for p in found if p.exists())
 
 
 def main(argv: list[str]) -> int:

@@ -35,7 +35,7 @@ rewrite by hand.  `--check` changes nothing and exits 1 when a notebook
 would change or holds such leftovers.
 
 Default notebooks: notebooks/*.ipynb and tests/browser/demo_book/*.ipynb.
-tests/test_notebooks.py checks that no MyST-only markup is left.
+tests/conventions/test_notebooks.py checks that no MyST-only markup is left.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ FENCE_OPEN = re.compile(
 OPTION = re.compile(r"^\s*:(?P<key>[\w-]+):[ \t]*(?P<value>.*?)[ \t]*$")
 DOC_ROLE = re.compile(r"(?<!`)\{doc\}`(?P<body>[^`]+)`")
 TITLED = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
-# What CommonMark shows as raw text (the test in tests/test_notebooks.py
-# looks for the same).
+# What CommonMark shows as raw text (the test in
+# tests/conventions/test_notebooks.py looks for the same).
 LEFTOVERS = [
     (re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})\{[\w-]+\}.*$", re.M), "directive"),
     (re.compile(r"(?<!`)\{[a-z][\w:.-]*\}`[^`]+`"), "role"),

@@ -8,9 +8,9 @@ chapter's learning objectives.
 
 Each part sits in the page between two MyST comment lines,
 `% instructors.py: NAME` and `% instructors.py: end`, and is rewritten
-whole.  `tests/test_instructors.py` runs the check, so that a chapter edit
-that moves an estimate, or an Overview that changes its list, fails until
-the page is written again.
+whole.  `tests/conventions/test_instructors.py` runs the check, so that a
+chapter edit that moves an estimate, or an Overview that changes its list,
+fails until the page is written again.
 
 The hours are estimates, computed from what each notebook holds, at rates
 stated once (READING, below) for the whole book, never tuned per chapter:

@@ -21,9 +21,10 @@ survive a reader's run and save, and an unchanged notebook saves unchanged.
     python scripts/lab_form.py notebooks/*.ipynb          rewrite in place
     python scripts/lab_form.py --check notebooks/*.ipynb  list those not so
 
-`make notebooks` runs it after executing; `tests/test_notebooks.py` checks
-every stored notebook is in this form, and `tests/browser/test_jupyterlab.py`
-that JupyterLab, saving, agrees.
+`make notebooks` runs it after executing;
+`tests/conventions/test_notebooks.py` checks every stored notebook is in
+this form, and `tests/browser/test_jupyterlab.py` that JupyterLab, saving,
+agrees.
 """
 
 from __future__ import annotations

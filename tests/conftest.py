@@ -1,5 +1,7 @@
 """Shared test configuration: the hypothesis profile `ci`, loaded by default,
-and `build_once`, for what one run builds once for all its xdist workers.
+`build_once`, for what one run builds once for all its xdist workers, and
+chapter 12's one launch of processes (`chapter12_launch`), shared by the
+test files of the modules it exercises.
 
 `ci` has no deadline (shared CI machines are slow and noisy) and is
 derandomized, so every run draws the same examples and a failure can be
@@ -16,6 +18,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 from hypothesis import HealthCheck, settings
+
+from chapter12_launch import (  # noqa: F401 (fixtures for every test file)
+    chapter12_problem,
+    chapter12_ranks,
+    trainer_launcher,
+    trainer_runs,
+)
 
 settings.register_profile(
     "ci",

@@ -76,7 +76,8 @@ SPECIAL_FLOATS = (
 
 def special_floats():
     """NaN, +-inf, +-0.0, huge and tiny values, and ordinary finite floats:
-    the inputs of the NaN/inf suite (`tests/test_nan_semantics.py`)."""
+    the inputs of the NaN/inf suite
+    (`tests/conventions/test_nan_semantics.py`)."""
     return st.one_of(
         st.sampled_from(SPECIAL_FLOATS),
         st.floats(-30.0, 30.0, allow_nan=False, allow_infinity=False),

@@ -1,5 +1,5 @@
 """scale.clipping: global gradient-norm clipping, here in one process (the
-ranks' versions run in tests/test_model_parallel.py, every mode against
+ranks' versions run in tests/test_model_parallel_train.py, every mode against
 one process)."""
 
 from __future__ import annotations

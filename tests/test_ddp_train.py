@@ -14,8 +14,10 @@ killing the launcher's process group would not reach them): teardown kills
 every marked process that is still running, and a test checks that none is
 left.  Only 127.0.0.1 is used: free ports picked by the OS, gloo on `lo`.
 
-The module's functions are also tested in this process (the model against
-the NumPy GPT, batches, options, checkpoints found on disk).
+The program's own pieces are also tested in this process (the command
+line, torchrun's environment, `launch`'s report); the trainer's other
+modules have their own tests (test_gpt_module, test_batches,
+test_train_options, test_optimizer, test_resume, test_data_parallel).
 """
 
 from __future__ import annotations
@@ -32,15 +34,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
 import torch
 
-from backprop_lessons.data.corpus import CharVocab, load_corpus
-from backprop_lessons.gpt import gpt_backward, gpt_forward, init_params
+import dying_rank
 from backprop_lessons.scale import ddp_train as T
-from backprop_lessons.scale import harness as H
 
 # they start processes: `make multiprocess`, one at a time (tests/conftest.py)
 pytestmark = pytest.mark.multiprocess
@@ -58,9 +57,9 @@ COMMON = [
     "30",
 ]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-PROGRAM = ["-m", H.DDP_TRAIN]
+PROGRAM = ["-m", T.PROGRAM]
 # the program with --crash-rank and --crash-after-step (test support)
-HARNESS = ["-m", H.HARNESS]
+DYING_RANK = list(dying_rank.SCRIPT)
 RUN_LIMIT = 240.0  # seconds: a run still going after this counts as hung
 MARKER = "BACKPROP_LESSONS_TEST_RUN"
 FINAL = re.compile(r"final loss: (\S+)")
@@ -147,11 +146,11 @@ class Launcher:
             self.running[name] = (proc, time.monotonic())
 
     def start_launch(self, name: str, args: list[str]) -> None:
-        """Run `harness.launch(args)` (the notebooks' way) in a thread."""
+        """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
 
         def call():
             started = time.monotonic()
-            run = H.launch(args, timeout=RUN_LIMIT, env=self.env())
+            run = T.launch(args, timeout=RUN_LIMIT, env=self.env())
             self.launched[name] = Finished(
                 name,
                 run.returncode,
@@ -271,7 +270,7 @@ def _start_every_run(runs: Launcher) -> None:
             "1",
             "--crash-after-step",
             str(CRASH_AFTER),
-            program=HARNESS,
+            program=DYING_RANK,
         ),
     )
     # what the crash left, listed (and when it ended, noted) before the
@@ -293,7 +292,7 @@ def _start_every_run(runs: Launcher) -> None:
         + ["--fsdp", "--checkpoint-dir", str(checkpoints), "--resume"],
         before=note_crash,
     )
-    # alone, through harness.launch as the chapter runs it
+    # alone, through ddp_train.launch as the chapter runs it
     runs.start_launch("alone", COMMON)
     runs.start("torchrun", _torchrun_standalone())
     # The test hosts the two nodes' rendezvous store, on a port the OS picks
@@ -368,77 +367,12 @@ def _succeeded(run: Finished) -> str:
 # The pieces, in this process (first: the runs go on meanwhile)
 # ---------------------------------------------------------------------------
 
-CONFIG = T.TINY_CONFIG
-
-
-def test_tiny_config_fits_the_shipped_corpus():
-    assert CONFIG.vocab_size == len(CharVocab(load_corpus()))
-    data = T.corpus_tokens()
-    assert data.min() == 0 and data.max() == CONFIG.vocab_size - 1
-
-
-def test_the_module_computes_the_numpy_gpt_loss_and_gradients():
-    params = init_params(CONFIG, seed=1, dtype=np.float64)
-    x, y = T.step_batch(T.corpus_tokens(), T.TrainOptions(seed=1), 0)
-    model = T.GPTModule(params, CONFIG)
-    loss = model(torch.as_tensor(x), torch.as_tensor(y))
-    loss.backward()
-    ref_loss, cache = gpt_forward(params, CONFIG, x, y)
-    ref_grads = gpt_backward(params, CONFIG, cache)
-    assert loss.item() == pytest.approx(ref_loss, rel=1e-13)
-    grads = {name: getattr(model, name).grad.numpy() for name in T.TOP_NAMES}
-    for name in T.BLOCK_NAMES:
-        grads[name] = np.stack(
-            [getattr(b, name).grad.numpy() for b in model.blocks]
-        )
-    assert list(T.full_parameters(model)) == list(params)
-    for name, g in ref_grads.items():
-        np.testing.assert_allclose(
-            grads[name], g, rtol=1e-10, atol=1e-15, err_msg=name
-        )
-
-
-def test_full_parameters_stacks_the_blocks_back():
-    params = init_params(CONFIG, seed=2, dtype=np.float32)
-    back = T.full_parameters(T.GPTModule(params, CONFIG))
-    assert all(np.array_equal(back[n], params[n]) for n in params)
-    assert {back[n].dtype for n in back} == {np.dtype(np.float32)}
-
-
-def test_batches_are_the_same_for_the_same_step():
-    data, options = T.corpus_tokens(), T.TrainOptions(seed=5)
-    x1, y1 = T.step_batch(data, options, 4)
-    x2, y2 = T.step_batch(data, options, 4)
-    x3, _ = T.step_batch(data, options, 5)
-    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
-    assert not np.array_equal(x1, x3)
-    assert np.array_equal(y1[:, :-1], x1[:, 1:])
-    ex, _ = T.eval_batch(data, options)
-    assert ex.shape == (8, CONFIG.block_size) and not np.array_equal(ex, x1)
-
-
-def test_micro_batches_cover_the_rank_shard_in_order():
-    x = np.arange(16).reshape(8, 2)
-    micro = T.micro_batches(x, x + 100, rank=1, world_size=2, accumulate=2)
-    assert [m[0][:, 0].tolist() for m in micro] == [[8, 10], [12, 14]]
-    assert micro[1][1][0, 0] == 112
-
-
-def test_options_are_checked():
-    with pytest.raises(ValueError, match="does not split into 2 ranks x 3"):
-        T.TrainOptions(batch_size=8, accumulate=3).check_world(2)
-    assert T.TrainOptions(batch_size=8, accumulate=2).check_world(2) == 2
-    with pytest.raises(ValueError, match="steps must be a positive int"):
-        T.TrainOptions(steps=0)
-    with pytest.raises(ValueError, match="dtype must be"):
-        T.TrainOptions(dtype="float16")
-
 
 def test_command_line_checks():
     with pytest.raises(SystemExit):
         T.parse_args(["--resume"])
     with pytest.raises(SystemExit):
-        H.main(["--crash-rank", "1"])
+        dying_rank.main(["--crash-rank", "1"])
     args = T.parse_args(["--fsdp", "--accumulate", "2"])
     assert args.fsdp and args.accumulate == 2 and args.threads == 1
 
@@ -456,39 +390,10 @@ def test_environment_from_torchrun_variables():
     assert T.Environment.from_env({}).world_size == 1
 
 
-@pytest.fixture
-def group_of_one():
-    """A process group of this process alone (an in-process store: no
-    network), as `ddp_train` makes when it runs without torchrun."""
-    env = T.Environment(rank=0, local_rank=0, world_size=1, launched=False)
-    T.start_process_group(env, torch.device("cpu"), timeout=30)
-    yield env
-    torch.distributed.destroy_process_group()
-
-
-def test_a_resumed_run_continues_exactly(tmp_path, group_of_one):
-    cpu = torch.device("cpu")
-    options = T.TrainOptions(steps=3, seed=4)
-    uninterrupted = T.train(options, group_of_one, cpu)
-    # a run that stopped after step 2, then the same command with --resume
-    T.train(T.TrainOptions(steps=2, seed=4), group_of_one, cpu, tmp_path)
-    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
-    resumed = T.train(options, group_of_one, cpu, tmp_path, resume=True)
-    assert resumed == uninterrupted  # same way of running: the same float
-    with pytest.raises(ValueError, match=r"other options \(seed differ"):
-        T.train(
-            T.TrainOptions(steps=4, seed=5),
-            group_of_one,
-            cpu,
-            tmp_path,
-            resume=True,
-        )
-
-
 def test_finished_reads_the_last_line_and_the_root_cause():
-    run = H.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
-    assert run.final_loss == 3.25 and run.root_cause() is None
-    failed = H.Finished(
+    run = T.Finished(("python",), 0, "step 1/1\nfinal loss: 3.25\n", "")
+    assert run.final_loss == 3.25 and dying_rank.root_cause(run.stderr) is None
+    failed = T.Finished(
         ("python", "-m", "backprop_lessons.scale.ddp_train"),
         1,
         "",
@@ -512,42 +417,17 @@ Root Cause (first observed failure):
   exitcode  : -9 (pid: 17281)  (SIGKILL)
   traceback : Signal 9 (SIGKILL) received by PID 17281
 """
-    failed = H.Finished(("torchrun",), 1, "", report)
-    assert failed.root_cause() == {"rank": 1, "exitcode": -9, "signal": "SIGKILL"}
-    exited = H.Finished(
-        ("torchrun",),
-        1,
-        "",
-        report.replace("-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)"),
-    )
-    assert exited.root_cause() == {"rank": 1, "exitcode": 1, "signal": None}
-
-
-def test_latest_checkpoint_skips_incomplete_ones(tmp_path):
-    assert T.latest_checkpoint(tmp_path) is None
-    for step, complete in ((1, True), (2, True), (3, False)):
-        d = tmp_path / f"step-{step:06d}"
-        d.mkdir()
-        if complete:
-            (d / ".metadata").write_bytes(b"")
-    (tmp_path / "step-notanumber").mkdir()
-    assert T.latest_checkpoint(tmp_path) == (2, tmp_path / "step-000002")
-
-
-def test_optimizer_decays_only_the_matrices():
-    model = T.GPTModule(init_params(CONFIG, seed=0), CONFIG)
-    opt = T.make_optimizer(model, T.TrainOptions())
-    decayed = {id(p) for p in opt.param_groups[0]["params"]}
-    names = {n for n, p in model.named_parameters() if id(p) in decayed}
-    assert {n.rsplit(".", 1)[-1] for n in names} == {
-        "wte",
-        "wpe",
-        "qkvw",
-        "attprojw",
-        "fcw",
-        "fcprojw",
+    assert dying_rank.root_cause(report) == {
+        "rank": 1,
+        "exitcode": -9,
+        "signal": "SIGKILL",
     }
-    assert opt.param_groups[1]["weight_decay"] == 0.0
+    exited = report.replace("-9 (pid: 17281)  (SIGKILL)", "1 (pid: 17281)")
+    assert dying_rank.root_cause(exited) == {
+        "rank": 1,
+        "exitcode": 1,
+        "signal": None,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -597,10 +477,7 @@ def test_a_dying_worker_stops_the_run_and_is_named(runs):
     assert crash.returncode != 0, crash.describe()
     assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
     assert crash.final_loss() is None
-    report = H.Finished(
-        ("torchrun",), crash.returncode, crash.stdout, crash.stderr
-    )
-    assert report.root_cause() == {
+    assert dying_rank.root_cause(crash.stderr) == {
         "rank": 1,
         "exitcode": -9,
         "signal": "SIGKILL",

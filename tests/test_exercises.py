@@ -27,7 +27,7 @@ from backprop_lessons.exercises.matmul_vjp import (
 )
 from backprop_lessons.forward_mode import jvp
 from backprop_lessons.scalar import float_sigmoid
-from test_exercises_topological_sort import (
+from test_topological_sort import (
     depth,
     iterative_order,
     readiness_backward,

@@ -1,6 +1,7 @@
 """Tests of `backprop_lessons.gradcheck`: the one numerical-gradient routine
-(scalar and array forms), `relative_error`, and the check table every
-chapter prints - whose printed form must not depend on round-off.
+(scalar and array forms), `relative_error` and the closeness of two arrays,
+the check table every chapter prints - whose printed form must not depend
+on round-off - and the parameter-dictionary checks chapter 5 uses.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from backprop_lessons.gradcheck import (
     check_scalar_gradients,
     close,
     compare_arrays,
+    compare_gradients,
     dot_product_test,
     gradcheck,
     largest_difference,
     numerical_gradient,
+    numerical_param_gradients,
     random_direction_checks,
     relative_error,
     scaled_difference,
@@ -29,7 +32,7 @@ from backprop_lessons.gradcheck import (
 from backprop_lessons.scalar import Value
 from strategies import floats
 
-# ---- numerical_gradient: the scalar form (a list of floats) ------------------
+# ---- numerical gradients, errors, check tables -------------------------------
 
 
 @pytest.mark.parametrize(
@@ -549,3 +552,66 @@ def test_random_direction_checks_needs_every_gradient():
     del grads["y"]
     with pytest.raises(KeyError, match="no gradient for"):
         random_direction_checks(f, arrays, grads)
+
+
+# ---- the parameter-dictionary checks (chapter 5) -----------------------------
+
+
+def test_numerical_param_gradients_of_a_quadratic_and_restores_params():
+    params = {
+        "a": np.array([1.0, -2.0, 3.0]),
+        "M": np.array([[0.5, 1.5], [-1.0, 2.0]]),
+    }
+    before = {k: v.copy() for k, v in params.items()}
+    calls = []
+
+    def loss_fn():
+        calls.append(1)
+        return (params["a"] ** 2).sum() + 3 * params["M"].sum()
+
+    g = numerical_param_gradients(loss_fn, params)
+    np.testing.assert_allclose(g["a"], 2 * before["a"], rtol=1e-9)
+    np.testing.assert_allclose(g["M"], 3.0, rtol=1e-9)
+    assert len(calls) == 2 * (3 + 4)  # two evaluations per entry
+    for k in params:
+        np.testing.assert_array_equal(params[k], before[k])
+    assert list(numerical_param_gradients(loss_fn, params, names=["M"])) == ["M"]
+    with pytest.raises(
+        KeyError, match="numerical_param_gradients: no parameter named 'x'"
+    ):
+        numerical_param_gradients(loss_fn, params, names=["x"])
+
+
+def test_compare_gradients_rows_and_verdicts():
+    a = {
+        "W": np.array([[1.0, 2.0]]),
+        "b": np.array([1.0]),
+        "c": np.zeros(2),
+        "d": np.ones(1),
+    }
+    ref = {
+        "W": np.array([[1.0, 2.0 + 1e-9]]),
+        "b": np.array([1.1]),
+        "c": np.zeros(3),
+    }
+    report = compare_gradients(a, ref, tol=1e-6, title="demo")
+    assert [r.name for r in report.rows] == ["W", "b", "c", "d"]
+    assert [r.passed for r in report.rows] == [True, False, False, False]
+    assert report["W"].rel_error == pytest.approx(0.5e-9, rel=1e-6)
+    assert report["b"].max_abs_diff == pytest.approx(0.1)
+    text = str(report)
+    assert text.splitlines()[0] == "demo" and "< 1e-06" in text
+    assert "(2,) vs (3,)" in text and "(1,) vs missing" in text
+    assert text.splitlines()[-1] == "3 of 4 FAIL"
+    assert (
+        compare_gradients(
+            a, ref, tol={"W": 1e-12, "b": 0.2, "c": 1, "d": 1}, names=["W", "b"]
+        ).passed
+        is False
+    )
+    assert compare_gradients(
+        a, ref, tol={"W": 1e-6, "b": 0.2}, names=["W", "b"]
+    ).passed
+    assert compare_gradients(
+        a, ref, tol={"default": 0.2}, names=["W", "b"]
+    ).passed

@@ -161,9 +161,9 @@ def _finished_run(folder: Path) -> Path:
             ),
             _heading(10, "a prediction"),
             _code(
-                "my_bubble = 0.2\n"
-                'check_prediction("bubble", my_bubble, measured=0.2, p=2, m=4,\n'
-                "                 exercise=10)"
+                "def my_bubble():\n"
+                "    return 0.2\n\n\n"
+                'check_prediction("bubble", my_bubble, exercise=10)'
             ),
             _heading(11, "the book's backward for the answer"),
             _code(

@@ -21,12 +21,8 @@ from backprop_lessons.gpt import (
 from backprop_lessons.gpt.model import num_parameters
 from backprop_lessons.scale import distributed as D
 from backprop_lessons.scale import scale_out as S
-from backprop_lessons.scale.ddp_train import (
-    TINY_CONFIG,
-    TrainOptions,
-    corpus_tokens,
-    step_batch,
-)
+from backprop_lessons.scale.batches import corpus_tokens, step_batch
+from backprop_lessons.scale.train_options import TINY_CONFIG, TrainOptions
 
 # they start processes: `make multiprocess`, one at a time (tests/conftest.py)
 pytestmark = pytest.mark.multiprocess

@@ -5,7 +5,7 @@ the value (converted where that is the point: an int, a float array) and
 raises a TypeError or ValueError whose message names both and says what
 was expected.  Called where a chapter or a user calls in (constructors,
 `gpt_forward`, the exercises' checks), they keep the formulas inside free
-of guard clutter (tests/test_guard_ratio.py).
+of guard clutter (tests/conventions/test_guard_ratio.py).
 
     positive_int(op, name, value)   the size check of every constructor
     real_array(op, name, x)         numbers or an ndarray as a float array

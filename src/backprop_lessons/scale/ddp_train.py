@@ -1,9 +1,8 @@
 """Train the book's GPT data-parallel with PyTorch's own tools: DDP or FSDP, under
 torchrun.
 
-The model is the PyTorch twin of chapter 6's GPT (`gpt.reference`), its
-blocks made `torch.nn.Module`s so that DDP's gradient buckets and FSDP's
-shards follow the blocks.  One program, several ways of running it:
+The model is the PyTorch twin of chapter 6's GPT as modules (`gpt_module`).
+One program, several ways of running it:
 
     python -m backprop_lessons.scale.ddp_train        # alone: world size 1
     torchrun --standalone --nproc-per-node 2 -m backprop_lessons.scale.ddp_train
@@ -20,8 +19,8 @@ Options: `--steps N --seed S --dtype {float32,float64}`, `--batch-size B`
 (the global batch, in sequences), `--accumulate K` (K micro-batches per
 step; DDP's `no_sync()` on all but the last), `--fsdp` (FSDP2's
 `fully_shard` on every block and the root, instead of DDP),
-`--checkpoint-dir DIR` (a `torch.distributed.checkpoint` after every step,
-`--resume` continues from the newest complete one), `--timeout SECONDS`
+`--checkpoint-dir DIR` (the run saved after every step, `--resume`
+continues from the newest complete save: `resume`), `--timeout SECONDS`
 (how long a collective may wait for the others), `--threads T` (torch
 threads per process, default 1: N processes on N cores), `--clip
 MAX_NORM` (the gradient clipped to that global norm before every step, in
@@ -31,26 +30,29 @@ over N processes; `--sequence-parallel` splits the residual stream along
 the sequence too) or `--pipeline N` (N ranks, `--schedule
 {gpipe,1f1b,interleaved-1f1b,zbv}`, the last two with 2 stages per rank,
 `--micro-batches M`); see `scale.model_parallel_train`.  Rank 0 prints one
-line
-per step and, last, `final loss: <repr of the float>`: the mean loss of the
+line per step and, last, `final loss: <repr of the float>`: the mean loss of the
 trained model on a fixed evaluation batch.
 
 Why every way gives the same final loss: every rank draws the same global
-batch of step k from a generator seeded with (seed, 0, k), takes its own
-contiguous slice of it (`distributed.shard`), and splits that into K equal
-micro-batches whose losses are divided by K.  DDP and FSDP then average the
-gradients over the ranks, so every way computes the gradient of the mean
-loss over the same global batch; only the order of the additions differs,
-which is float64 rounding.  Data never comes from the network: the batches
-are windows of the corpus shipped with the package (`data.corpus`).
+batch of step k (`batches`), takes its own contiguous slice of it, and
+splits that into K equal micro-batches whose losses are divided by K.  DDP
+and FSDP then average the gradients over the ranks, so every way computes
+the gradient of the mean loss over the same global batch; only the order
+of the additions differs, which is float64 rounding.
 
 Backends: gloo on CPU (here, 127.0.0.1); NCCL with one GPU per process when
 CUDA is present (`--device auto`, the default, picks it; written for it, not
 run on this project's CPU machines).  A rank that dies ends the run: its
 peers' next collective fails (or times out after `--timeout` seconds), and
-torchrun stops the other workers and reports the failed rank.  Running it
-from a notebook or a test, and making a rank die on purpose, is test
-support: `scale.harness` (`launch`, `--crash-rank R --crash-after-step K`).
+torchrun stops the other workers and reports the failed rank.  `launch`
+runs the program from Python as a reader types it (chapter 8 does).
+
+This module is the program: its command line, the process group, and the
+training loop, which dispatches to data parallelism (`data_parallel`) or
+to chapter 12's model parallelism (`model_parallel_train`).  The rest of
+the trainer has a module each: the options (`train_options`), the model
+(`gpt_module`), the batches (`batches`), PyTorch's AdamW (`optimizer`) and
+the files a run is saved to and resumed from (`resume`).
 
 What it is not: fast, or a general trainer (no learning-rate schedule, no
 mixed precision).  References: PyTorch's DDP and
@@ -63,543 +65,43 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..data.corpus import CharVocab, load_corpus
-from ..gpt.model import BLOCK_PARAMETERS, PARAMETER_TABLE, GPTConfig, init_params
-from ..gpt.reference import torch_gpt_block, torch_gpt_loss
-from ..gpt.train import DECAYED, get_batch
-from .clipping import clip_by_global_norm
-from .distributed import shard
+from .batches import corpus_tokens, eval_batch, micro_batches, step_batch
+from .data_parallel import evaluate, train_step, wrap_ddp, wrap_fsdp
+from .gpt_module import make_model
+from .optimizer import adamw
 from .pipeline import SCHEDULES
+from .resume import latest_checkpoint, load_checkpoint, save_checkpoint
+from .train_options import TrainOptions
 
 __all__ = [
-    "TINY_CONFIG",
-    "TrainOptions",
-    "Block",
-    "GPTModule",
-    "corpus_tokens",
-    "step_batch",
-    "eval_batch",
-    "micro_batches",
-    "make_model",
-    "full_parameters",
-    "full_gradients",
-    "wrap_ddp",
-    "wrap_fsdp",
-    "make_optimizer",
-    "gradient_sync",
-    "train_step",
-    "clip_gradients",
-    "evaluate",
-    "save_checkpoint",
-    "latest_checkpoint",
-    "load_checkpoint",
+    "PROGRAM",
     "Environment",
     "pick_device",
     "start_process_group",
     "train",
+    "train_model_parallel",
     "train_in_group",
     "train_alone",
     "parse_args",
     "main",
+    "Finished",
+    "launch",
 ]
 
-# The chapter's small GPT: 28 characters, 16 positions, 2 blocks of width 16.
-TINY_CONFIG = GPTConfig(
-    vocab_size=28, block_size=16, n_layer=2, n_head=2, n_embd=16
-)
-# Per-block parameters (stacked along L): gpt.model's BLOCK_PARAMETERS.
-BLOCK_NAMES = BLOCK_PARAMETERS
-TOP_NAMES = tuple(name for name, _ in PARAMETER_TABLE if name not in BLOCK_NAMES)
-# Batches of step k come from the seeds (seed, STEP_STREAM, k); the
-# evaluation batch from (seed, EVAL_STREAM).
-STEP_STREAM, EVAL_STREAM = 0, 1
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    """Everything that decides the numbers a run computes.
-
-    Two runs with equal options compute the same final loss up to float64
-    rounding, whatever their world size, `accumulate` or `fsdp`: those three
-    only change how the same sums are split up.
-    """
-
-    steps: int = 20
-    seed: int = 0
-    dtype: str = "float64"
-    batch_size: int = 8  # global batch, in sequences of block_size
-    accumulate: int = 1  # micro-batches per step on every rank
-    fsdp: bool = False
-    lr: float = 3e-3
-    weight_decay: float = 0.1  # decoupled, on the names in DECAYED
-    config: GPTConfig = TINY_CONFIG
-    # model parallelism (chapter 12): every rank a tensor-parallel slice, or
-    # a pipeline stage with its schedule and micro-batches
-    tensor_parallel: int = 1
-    pipeline: int = 1
-    schedule: str = "1f1b"
-    micro_batches: int = 4
-    sequence_parallel: bool = False  # with tensor_parallel > 1
-    # global gradient-norm clipping (every mode); None: no clipping
-    clip: float | None = None
-
-    def __post_init__(self):
-        for name in (
-            "steps",
-            "batch_size",
-            "accumulate",
-            "tensor_parallel",
-            "pipeline",
-            "micro_batches",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(
-                    f"TrainOptions: {name} must be a positive int, got {value!r}"
-                )
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(
-                f"TrainOptions: dtype must be 'float32' or "
-                f"'float64', got {self.dtype!r}"
-            )
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"TrainOptions: schedule must be one of {', '.join(SCHEDULES)}, "
-                f"got {self.schedule!r}"
-            )
-        if self.sequence_parallel and self.tensor_parallel == 1:
-            raise ValueError(
-                "TrainOptions: --sequence-parallel splits tensor parallelism's "
-                "residual stream; it needs --tensor-parallel N with N > 1"
-            )
-        if self.clip is not None and (
-            isinstance(self.clip, bool)
-            or not isinstance(self.clip, int | float)
-            or not self.clip > 0
-        ):
-            raise ValueError(
-                f"TrainOptions: clip (--clip MAX_NORM) must be a positive "
-                f"number, got {self.clip!r}"
-            )
-        if self.tensor_parallel > 1 and self.pipeline > 1:
-            raise ValueError(
-                "TrainOptions: --tensor-parallel and --pipeline do not combine "
-                "in this trainer; use one of them"
-            )
-        if self.model_parallel > 1 and self.fsdp:
-            raise ValueError(
-                "TrainOptions: --fsdp is data parallelism; it does not combine "
-                "with --tensor-parallel or --pipeline here"
-            )
-        if self.pipeline > 1 and self.accumulate > 1:
-            raise ValueError(
-                "TrainOptions: under --pipeline the micro-batches are the "
-                "pipeline's (--micro-batches); leave --accumulate at 1"
-            )
-
-    @property
-    def model_parallel(self) -> int:
-        """Ranks one model is split over (1: data parallelism)."""
-        return max(self.tensor_parallel, self.pipeline)
-
-    def check_world(self, world_size: int) -> int:
-        """Sequences per micro-batch; refuse a batch that does not split
-        evenly over world_size ranks x accumulate micro-batches.  Under
-        model parallelism the world must be exactly the ranks one model is
-        split over (every rank sees the whole batch)."""
-        if self.model_parallel > 1:
-            return self._check_model_parallel(world_size)
-        parts = world_size * self.accumulate
-        if self.batch_size % parts:
-            raise ValueError(
-                f"ddp_train: a global batch of {self.batch_size} sequences "
-                f"does not split into {world_size} ranks x {self.accumulate} "
-                f"micro-batches; use a batch size divisible by {parts} "
-                f"(equal micro-batches make the mean of their mean losses "
-                f"the mean loss of the batch)"
-            )
-        return self.batch_size // parts
-
-    def _check_model_parallel(self, world_size: int) -> int:
-        how = (
-            f"--tensor-parallel {self.tensor_parallel}"
-            if self.tensor_parallel > 1
-            else f"--pipeline {self.pipeline}"
-        )
-        if world_size != self.model_parallel:
-            raise ValueError(
-                f"ddp_train: {how} needs exactly {self.model_parallel} "
-                f"processes (torchrun --nproc-per-node {self.model_parallel}), "
-                f"got a world of {world_size}; this trainer does not combine "
-                f"model and data parallelism"
-            )
-        parts = self.micro_batches if self.pipeline > 1 else self.accumulate
-        if self.batch_size % parts:
-            raise ValueError(
-                f"ddp_train: a global batch of {self.batch_size} sequences "
-                f"does not split into {parts} equal micro-batches; use a "
-                f"batch size divisible by {parts}"
-            )
-        return self.batch_size // parts
-
-
-# ---------------------------------------------------------------------------
-# The model: the twin's functions, its parameters held by modules
-# ---------------------------------------------------------------------------
-
-
-class Block(torch.nn.Module):
-    """Transformer block l of the twin; holds block l's slice of every
-    stacked parameter (`qkvw[l]` (3C, C), ...), under the table's names."""
-
-    def __init__(self, params: dict[str, np.ndarray], l: int, config: GPTConfig):
-        super().__init__()
-        self.config = config
-        for name in BLOCK_NAMES:
-            self.register_parameter(
-                name, torch.nn.Parameter(torch.tensor(params[name][l]))
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x (B, T, C) -> (B, T, C).  torch_gpt_block indexes tp[name][l];
-        # a one-element tuple per name makes this block its layer 0.
-        tp = {name: (getattr(self, name),) for name in BLOCK_NAMES}
-        return torch_gpt_block(x, tp, self.config, 0)
-
-
-class GPTModule(torch.nn.Module):
-    """The chapter 6 GPT as modules: wte, wpe, lnfw, lnfb, and one `Block`
-    per layer.  `forward(idx, targets)` returns the mean cross-entropy,
-    computed by `gpt.reference.torch_gpt_loss` (the LM head is tied to wte).
-
-    Built from the NumPy parameter dict of `gpt.init_params`, so it starts
-    from exactly the numbers the hand-written model starts from.
-    """
-
-    def __init__(self, params: dict[str, np.ndarray], config: GPTConfig):
-        super().__init__()
-        self.config = config
-        for name in TOP_NAMES:
-            self.register_parameter(
-                name, torch.nn.Parameter(torch.tensor(params[name]))
-            )
-        self.blocks = torch.nn.ModuleList(
-            Block(params, l, config) for l in range(config.n_layer)
-        )
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor):
-        # idx, targets (B, T) int64 -> scalar loss
-        tp = {name: getattr(self, name) for name in TOP_NAMES}
-        return torch_gpt_loss(
-            tp, self.config, idx, targets, run_block=self._run_block
-        )
-
-    def _run_block(self, x, tp, config, l):
-        # through the module's __call__, so DDP's and FSDP's hooks run
-        return self.blocks[l](x)
-
-
-def make_model(
-    config: GPTConfig, seed: int, dtype: str, device: torch.device | str = "cpu"
-) -> GPTModule:
-    """A fresh GPTModule: `gpt.init_params(config, seed)` in `dtype`."""
-    params = init_params(config, seed=seed, dtype=np.dtype(dtype))
-    return GPTModule(params, config).to(device)
-
-
-def full_parameters(model: torch.nn.Module) -> dict[str, np.ndarray]:
-    """The model's parameters as the NumPy dict of `gpt.init_params`
-    (stacked over layers), gathered from the shards if FSDP holds them.
-
-    Under FSDP this is a collective: every rank must call it.
-    """
-    return _stacked(model, lambda p: p)
-
-
-def full_gradients(model: torch.nn.Module) -> dict[str, np.ndarray]:
-    """The parameters' gradients, named and stacked as `full_parameters`
-    (the names and shapes of `gpt.gpt_backward`'s result)."""
-    return _stacked(model, lambda p: p.grad)
-
-
-def _stacked(model: torch.nn.Module, get) -> dict[str, np.ndarray]:
-    module = getattr(model, "module", model)  # DDP wraps, FSDP does not
-
-    def full(p: torch.nn.Parameter) -> np.ndarray:
-        t = get(p)
-        t = t.full_tensor() if hasattr(t, "full_tensor") else t  # DTensor
-        return t.detach().cpu().numpy().copy()
-
-    out = {name: full(getattr(module, name)) for name in TOP_NAMES}
-    for name in BLOCK_NAMES:
-        out[name] = np.stack([full(getattr(b, name)) for b in module.blocks])
-    return {name: out[name] for name, _ in PARAMETER_TABLE}
-
-
-# ---------------------------------------------------------------------------
-# Data: the shipped corpus, the same global batch on every rank
-# ---------------------------------------------------------------------------
-
-
-def corpus_tokens() -> np.ndarray:
-    """The shipped corpus as token ids (N,) int64; its 28 characters are the
-    vocabulary of TINY_CONFIG."""
-    text = load_corpus()
-    return CharVocab(text).encode(text)
-
-
-def step_batch(data: np.ndarray, options: TrainOptions, step: int):
-    """The global batch of step `step` (0-based): (x, y), each (B, T).
-
-    Drawn from a generator seeded with (seed, STEP_STREAM, step), so any
-    rank, in any run, resumed or not, gets the same batch for the same step.
-    """
-    rng = np.random.default_rng([options.seed, STEP_STREAM, step])
-    return get_batch(data, options.config.block_size, options.batch_size, rng)
-
-
-def eval_batch(data: np.ndarray, options: TrainOptions):
-    """The fixed evaluation batch (x, y), each (B, T): the final loss is
-    measured on it."""
-    rng = np.random.default_rng([options.seed, EVAL_STREAM])
-    return get_batch(data, options.config.block_size, options.batch_size, rng)
-
-
-def micro_batches(
-    x: np.ndarray, y: np.ndarray, rank: int, world_size: int, accumulate: int
-):
-    """This rank's shard of the global batch, split into `accumulate` equal
-    micro-batches: a list of (x, y) pairs, each (B / (world * K), T)."""
-    xr, yr = shard(x, rank, world_size), shard(y, rank, world_size)
-    return [
-        (shard(xr, k, accumulate), shard(yr, k, accumulate))
-        for k in range(accumulate)
-    ]
-
-
-# ---------------------------------------------------------------------------
-# Data parallelism: DDP or FSDP, the optimizer, one step
-# ---------------------------------------------------------------------------
-
-
-def wrap_ddp(model: GPTModule, device: torch.device, bucket_cap_mb: float = 25.0):
-    """DistributedDataParallel: broadcasts rank 0's parameters now, then
-    averages gradients bucket by bucket during every backward."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(
-        model, device_ids=ids, bucket_cap_mb=bucket_cap_mb
-    )
-
-
-def wrap_fsdp(model: GPTModule, device: torch.device):
-    """FSDP2: every block, then the root, sharded over the ranks (dim 0 of
-    every parameter).  A block's full parameters exist only while it runs
-    forward or backward; its gradient is reduce-scattered right after its
-    backward.  The root's own parameters (wte, wpe, lnfw, lnfb) are one
-    more sharded group.  No broadcast: every rank must build the same model
-    (same seed), and ddp_train does.
-    """
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    return model
-
-
-def make_optimizer(model: torch.nn.Module, options: TrainOptions):
-    """torch.optim.AdamW as the book's `gpt.train.AdamW`: betas (0.9, 0.95),
-    eps 1e-8, weight decay only on the matrices (the names in DECAYED).
-    Under FSDP the parameters are shards, so each rank keeps the moments of
-    its own shard only (ZeRO's optimizer-state sharding)."""
-    decayed, other = [], []
-    for name, p in model.named_parameters():
-        (decayed if name.rsplit(".", 1)[-1] in DECAYED else other).append(p)
-    groups = [
-        {"params": decayed, "weight_decay": options.weight_decay},
-        {"params": other, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=options.lr, betas=(0.9, 0.95), eps=1e-8)
-
-
-def gradient_sync(model: torch.nn.Module, enabled: bool):
-    """A context in which backward does (enabled) or does not average the
-    gradients over the ranks: DDP's `no_sync()`, FSDP2's
-    `set_requires_gradient_sync`.  Without sync, gradients only accumulate
-    in this rank's `.grad`; the next synced backward sends their sum."""
-    if hasattr(model, "no_sync"):  # DDP
-        return contextlib.nullcontext() if enabled else model.no_sync()
-    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-        model.set_requires_gradient_sync(enabled)
-        return contextlib.nullcontext()
-    return contextlib.nullcontext()  # a plain module
-
-
-def train_step(
-    model: torch.nn.Module,
-    optimizer,
-    micro: list,
-    device: torch.device,
-    clip: float | None = None,
-) -> torch.Tensor:
-    """One optimizer step over this rank's micro-batches; returns this
-    rank's mean loss (a detached scalar tensor).
-
-    Each micro-batch's loss is divided by n_acc = len(micro), so the n_acc
-    backwards add up the gradient of the mean over the rank's shard; the
-    gradients are averaged over the ranks only in the last backward.  With
-    `clip`, the averaged gradient is clipped to that global norm before
-    the step (`clip_gradients`).
-    """
-    optimizer.zero_grad(set_to_none=True)
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    n_acc = len(micro)
-    for k, (x, y) in enumerate(micro):
-        idx = torch.as_tensor(x, device=device)  # (b, T)
-        targets = torch.as_tensor(y, device=device)  # (b, T)
-        with gradient_sync(model, enabled=k == n_acc - 1):
-            loss = model(idx, targets) / n_acc
-            loss.backward()
-        total += loss.detach().double()
-    if clip is not None:
-        clip_gradients(model, clip)
-    optimizer.step()
-    return total
-
-
-def clip_gradients(model: torch.nn.Module, max_norm: float) -> float:
-    """Clip the gradients of a DDP or FSDP model (or a plain one) to the
-    global norm `max_norm`; returns the norm before clipping.  Under DDP
-    every rank holds the same averaged gradient, so rank 0 alone counts
-    it; under FSDP every rank counts its own shards."""
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    fsdp = any(hasattr(g, "to_local") for g in grads)
-    counted = grads if fsdp or dist.get_rank() == 0 else []
-    return clip_by_global_norm(counted, grads, max_norm)
-
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module, x: np.ndarray, y: np.ndarray, device: torch.device
-) -> float:
-    """Mean loss of the model on (x, y), the whole batch on every rank (a
-    collective under FSDP, whose forward gathers the shards)."""
-    loss = model(
-        torch.as_tensor(x, device=device), torch.as_tensor(y, device=device)
-    )
-    return float(loss.double().item())
-
-
-# ---------------------------------------------------------------------------
-# Checkpoints: torch.distributed.checkpoint (DCP)
-# ---------------------------------------------------------------------------
-
-CHECKPOINT_PREFIX = "step-"
-
-
-def save_checkpoint(
-    directory: Path, step: int, model, optimizer, options: TrainOptions
-) -> Path:
-    """Save model and optimizer after `step` steps into DIR/step-000NNN.
-
-    DCP writes one file per rank (under FSDP each rank writes its own
-    shards) and, after every rank has written, a `.metadata` file: a
-    directory with `.metadata` is complete.  The options are saved too, so
-    that a resume with other numbers is refused.
-    """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    path = Path(directory) / f"{CHECKPOINT_PREFIX}{step:06d}"
-    run = {"step": step, "options": _options_record(options)}
-    state = {"model": model_sd, "optim": optim_sd, "run": json.dumps(run)}
-    dcp.save(state, checkpoint_id=path)
-    return path
-
-
-def latest_checkpoint(directory: Path) -> tuple[int, Path] | None:
-    """(step, path) of the newest complete checkpoint in `directory`, or
-    None.  A directory a killed run left half-written (no `.metadata`) is
-    skipped."""
-    found = []
-    for path in Path(directory).glob(f"{CHECKPOINT_PREFIX}*"):
-        digits = path.name[len(CHECKPOINT_PREFIX) :]
-        if digits.isdigit() and (path / ".metadata").is_file():
-            found.append((int(digits), path))
-    return max(found) if found else None
-
-
-def load_checkpoint(path: Path, model, optimizer, options: TrainOptions) -> int:
-    """Load model and optimizer from a DCP checkpoint; return its step.
-
-    DCP reshards on load: a checkpoint written by 2 FSDP ranks loads into 1
-    DDP process and the other way round.  Options that change the numbers
-    (seed, batch, dtype, model, optimizer) must match.
-    """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_state_dict,
-        set_state_dict,
-    )
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optim": optim_sd, "run": ""}
-    dcp.load(state, checkpoint_id=path)
-    run = json.loads(state["run"])
-    saved, ours = run["options"], _options_record(options)
-    if saved != ours:
-        changed = sorted(
-            k for k in saved.keys() | ours if saved.get(k) != ours.get(k)
-        )
-        raise ValueError(
-            f"ddp_train: checkpoint {path} was written with "
-            f"other options ({', '.join(changed)} differ: "
-            f"{ {k: saved.get(k) for k in changed} }); resume "
-            f"with the options it was written with"
-        )
-    set_state_dict(
-        model,
-        optimizer,
-        model_state_dict=state["model"],
-        optim_state_dict=state["optim"],
-    )
-    return int(run["step"])
-
-
-def _options_record(options: TrainOptions) -> dict:
-    """The options that must match for a resume (not `steps`, not `fsdp`,
-    not `accumulate`: those do not change the sums)."""
-    record = asdict(options)
-    for free in (
-        "steps",
-        "fsdp",
-        "accumulate",
-        "schedule",
-        "micro_batches",
-        "sequence_parallel",
-    ):
-        record.pop(free)
-    if record["clip"] is None:  # as checkpoints from before --clip
-        record.pop("clip")
-    record["config"] = dict(record["config"])
-    return record
+#: the module `python -m` runs: this one
+PROGRAM = "backprop_lessons.scale.ddp_train"
 
 
 # ---------------------------------------------------------------------------
@@ -693,7 +195,7 @@ def train(
     """Train in an initialized process group; return the final loss.
 
     Every rank runs this.  `after_step(rank, step)` runs after every step
-    and its checkpoint (`scale.harness` kills a rank there, on purpose).
+    and its checkpoint (the tests kill a rank there, on purpose).
     """
     world, rank = env.world_size, env.rank
     if options.model_parallel > 1:
@@ -708,7 +210,7 @@ def train(
     data = corpus_tokens()
     model = make_model(options.config, options.seed, options.dtype, device)
     model = wrap_fsdp(model, device) if options.fsdp else wrap_ddp(model, device)
-    optimizer = make_optimizer(model, options)
+    optimizer = adamw(model.named_parameters(), options)
     start = 0
     if resume:
         found = latest_checkpoint(checkpoint_dir)
@@ -980,6 +482,90 @@ def main(argv=None, after_step=None) -> int:
     finally:
         dist.destroy_process_group()
     return 0
+
+
+# ---------------------------------------------------------------------------
+# Running the program from Python
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished run of the program: its command, exit code and output."""
+
+    command: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def final_loss(self) -> float:
+        """The float rank 0 printed last; a clear error if the run failed."""
+        lines = self.stdout.strip().splitlines()
+        if (
+            self.returncode
+            or not lines
+            or not lines[-1].startswith("final loss: ")
+        ):
+            raise RuntimeError(
+                f"ddp_train: {' '.join(self.command)} ended with exit code "
+                f"{self.returncode} and no final loss; its stderr ends:\n"
+                f"{self.stderr[-2000:]}"
+            )
+        return float(lines[-1].removeprefix("final loss: "))
+
+
+def launch(
+    args=(),
+    nproc_per_node: int = 1,
+    timeout: float = 300.0,
+    env: dict[str, str] | None = None,
+    program: tuple[str, ...] = ("-m", PROGRAM),
+) -> Finished:
+    """Run `python -m backprop_lessons.scale.ddp_train ARGS` as a reader
+    would type it: alone when `nproc_per_node` is 1, else under `torchrun
+    --standalone --nproc-per-node N`; wait for it and return its output.
+
+    One thread per process (OMP_NUM_THREADS=1); `env` adds environment
+    variables; `program` replaces `-m backprop_lessons.scale.ddp_train`
+    (the tests run a script that wraps it).  After `timeout` seconds the
+    run is stopped (torchrun passes SIGTERM on to its workers, then
+    SIGKILL) and a TimeoutError is raised.
+    """
+    command = [*program, *map(str, args)]
+    if nproc_per_node == 1:
+        command = [sys.executable, *command]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(nproc_per_node),
+            *command,
+        ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        raise TimeoutError(
+            f"ddp_train: {' '.join(command)} did not finish within {timeout} s"
+        ) from None
+    return Finished(tuple(command), proc.returncode, stdout, stderr)
 
 
 if __name__ == "__main__":

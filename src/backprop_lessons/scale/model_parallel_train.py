@@ -4,7 +4,7 @@
 Every rank of the group is one tensor-parallel slice or holds one or two
 pipeline stages (no data parallelism besides), and all ranks see the whole
 global batch of each step.  A runner holds this rank's part of the model
-and its AdamW (the book's settings, as `ddp_train.make_optimizer`): AdamW
+and its AdamW (`optimizer.adamw`, as under data parallelism): AdamW
 acts on each entry of a parameter alone, so updating slices or stages
 gives exactly the update of the whole model.  Replicated parameters
 (tensor parallelism's layer norms, embeddings and biases of the
@@ -21,24 +21,12 @@ import torch
 import torch.distributed as dist
 
 from ..gpt.model import init_params
-from ..gpt.train import DECAYED
 from . import pipeline as pp
 from .clipping import clip_by_global_norm
+from .optimizer import adamw
 from .tensor_parallel import TPGPT
 
-__all__ = ["TensorParallelRunner", "PipelineRunner", "adamw"]
-
-
-def adamw(named, options):
-    """torch.optim.AdamW over (book name, parameter) pairs, decay on DECAYED."""
-    decayed, other = [], []
-    for name, p in named:
-        (decayed if name in DECAYED else other).append(p)
-    groups = [
-        {"params": decayed, "weight_decay": options.weight_decay},
-        {"params": other, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=options.lr, betas=(0.9, 0.95), eps=1e-8)
+__all__ = ["TensorParallelRunner", "PipelineRunner"]
 
 
 def _params(options):

@@ -2,8 +2,9 @@
 experiments.
 
 A comparison module, like `distributed` and `backward_cost`: it imports torch
-and no engine imports it.  The model is `ddp_train.GPTModule`, the PyTorch twin of
-the chapter 6 GPT that `python -m backprop_lessons.scale.ddp_train` trains.
+and no engine imports it.  The model is `gpt_module.GPTModule`, the PyTorch
+twin of the chapter 6 GPT that `python -m backprop_lessons.scale.ddp_train`
+trains.
 
 Functions the ranks run (start them with `distributed.run_workers`, several
 in one launch with `distributed.run_tasks`):
@@ -49,19 +50,11 @@ from ..gpt.model import GPTConfig, parameter_shapes
 from ..gradcheck import largest_difference, relative_error
 from ..torch_private import ddp_buckets, trace_start_ns
 from .backward_cost import count_flops, gpt_flops_formula
-from .ddp_train import (
-    TrainOptions,
-    corpus_tokens,
-    full_gradients,
-    full_parameters,
-    make_model,
-    make_optimizer,
-    micro_batches,
-    step_batch,
-    train_step,
-    wrap_ddp,
-    wrap_fsdp,
-)
+from .batches import corpus_tokens, micro_batches, step_batch
+from .data_parallel import train_step, wrap_ddp, wrap_fsdp
+from .gpt_module import full_gradients, full_parameters, make_model
+from .optimizer import adamw
+from .train_options import TrainOptions
 
 __all__ = [
     "ddp_construction_broadcast",
@@ -106,7 +99,7 @@ def ddp_construction_broadcast(
     built = full_parameters(model)
     ddp = wrap_ddp(model, CPU)  # broadcast from rank 0
     wrapped = full_parameters(ddp)
-    optimizer = make_optimizer(ddp, TrainOptions(config=config))
+    optimizer = adamw(ddp.named_parameters(), TrainOptions(config=config))
     for _ in range(steps):
         train_step(ddp, optimizer, micro_batches(x, y, rank, world_size, 1), CPU)
     return {
@@ -220,7 +213,7 @@ def state_bytes(
     """
     model = make_model(config, seed=0, dtype="float64")
     model = wrap_fsdp(model, CPU) if fsdp else wrap_ddp(model, CPU)
-    optimizer = make_optimizer(model, TrainOptions(config=config))
+    optimizer = adamw(model.named_parameters(), TrainOptions(config=config))
     train_step(model, optimizer, micro_batches(x, y, rank, world_size, 1), CPU)
     params = list(model.parameters())
     moments = steps = 0
@@ -275,9 +268,9 @@ def throughput(
     options = TrainOptions(config=config, batch_size=batch_size, dtype=dtype)
     data = corpus_tokens()
     solo = make_model(config, seed=0, dtype=dtype)
-    solo_optimizer = make_optimizer(solo, options)
+    solo_optimizer = adamw(solo.named_parameters(), options)
     ddp = wrap_ddp(make_model(config, seed=0, dtype=dtype), CPU)
-    ddp_optimizer = make_optimizer(ddp, options)
+    ddp_optimizer = adamw(ddp.named_parameters(), options)
     x, y = step_batch(data, options, 0)
     whole = micro_batches(x, y, 0, 1, 1)
     half = micro_batches(x, y, rank, 2, 1)
@@ -496,7 +489,7 @@ def profile_ddp_steps(
     ddp = wrap_ddp(
         make_model(config, seed=0, dtype=dtype), CPU, bucket_cap_mb=bucket_cap_mb
     )
-    optimizer = make_optimizer(ddp, options)
+    optimizer = adamw(ddp.named_parameters(), options)
     x, y = step_batch(corpus_tokens(), options, 0)
     ((xb, yb),) = micro_batches(x, y, rank, world_size, 1)
     idx, targets = torch.as_tensor(xb), torch.as_tensor(yb)

@@ -9,6 +9,10 @@
                               column, one class palette for every chapter,
                               ratio bars on log axes (matplotlib, imported
                               only when a plot is made)
+    plot_step_timeline        timeline.py: a DDP step's compute and
+                              all-reduces on one time axis, per rank and
+                              per bucket (chapter 8; import it from
+                              `viz.timeline`)
 
 `viz` may import the engines; no engine imports `viz`.
 """

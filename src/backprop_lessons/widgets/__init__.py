@@ -8,13 +8,21 @@ frames, so stepping needs no kernel: the rendered book, where no Python runs,
 plays the same frames as a live notebook.  The current frame is the synced
 trait `index`, so Python can drive a live widget too.
 
-    BackwardStepper   the chain rule applied node by node in reverse order
-    TopoSortStepper   the depth-first search that builds the order
-    NumberCheck       a question with a numeric answer, checked in the browser
-    ChoiceCheck       a multiple-choice question, checked in the browser
-    self_check        one of a chapter's self-checks, by name (the questions
-                      live in `exercises`, out of the reader's view)
-    reveal_source     the book's version of a function, in a closed box
+    BackwardStepper   backward.py: the chain rule applied node by node in
+                      reverse order
+    TopoSortStepper   toposort.py: the depth-first search that builds the
+                      order
+    FrameStepper      stepper.py: the frame switcher both steppers are
+                      built on
+    NumberCheck       selfcheck.py: a question with a numeric answer, checked
+                      in the browser
+    ChoiceCheck       selfcheck.py: a multiple-choice question, checked in
+                      the browser
+    self_check        selfcheck.py: one of a chapter's self-checks, by name
+                      (the questions live in `exercises`, out of the
+                      reader's view)
+    reveal_source     reveal.py: the book's version of a function, in a
+                      closed box
 
 Where a widget cannot be drawn (an untrusted notebook) its plain text
 stands in, cut alike in every runtime (`text`).

@@ -20,7 +20,7 @@ import pytest
 
 from backprop_lessons import grade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRADESCOPE = ROOT / "scripts" / "gradescope"
 
 pytest.importorskip("nbclient")

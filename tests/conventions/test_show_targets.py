@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted(
-    (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")
+    (Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")
 )
 
 

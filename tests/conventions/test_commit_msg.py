@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_commit_msg.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_commit_msg.py"
 spec = importlib.util.spec_from_file_location("check_commit_msg", SCRIPT)
 check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check)

@@ -17,7 +17,7 @@ import pytest
 
 from backprop_lessons import grade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "mutants_script", ROOT / "scripts" / "mutants.py"
 )

@@ -16,7 +16,7 @@ from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_para
 from backprop_lessons.gpt.train import AdamW
 from backprop_lessons.gradcheck import relative_error
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from gpt_tuned import TunedGPT
 
 ADAMW = {"lr": 1e-2, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "under_load.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "under_load.py"
 
 # Printed by the command: the ids of the driver's other children (the burners).
 REPORT_BURNERS = (

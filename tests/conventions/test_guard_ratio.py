@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "backprop_lessons"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "backprop_lessons"
 ENGINES = [
     "scalar.py",
     "tensor.py",

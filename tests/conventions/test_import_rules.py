@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "backprop_lessons"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "backprop_lessons"
 
 # The engines and the helpers they share; everything else (gradcheck, debug,
 # scale, gpt/reference, viz, widgets, exercises, ...) compares with or
@@ -183,7 +183,8 @@ def private_names_from_other_modules(source: str) -> list[str]:
     an import of the package bound: `from . import m`, `import
     backprop_lessons.m as m`, `from .m import Cls` then `Cls._x`)."""
     found, bound = [], set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (
             node.level or (node.module or "").startswith("backprop_lessons")
         ):
@@ -197,7 +198,7 @@ def private_names_from_other_modules(source: str) -> list[str]:
             for alias in node.names:
                 if alias.name.startswith("backprop_lessons"):
                     bound.add(alias.asname or alias.name.split(".")[0])
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _is_private(node.attr):
             root = node.value
             while isinstance(root, ast.Attribute):

@@ -394,46 +394,6 @@ def test_each_check_runs_three_shapes_one_with_a_single_b_or_t(check, capsys):
         assert [v % c for v, (_, c) in zip(V, seen)] == [3, 0, 6]
 
 
-# ---- the chapter: the ladder of hints, then the book's versions -------------
-
-
-def test_chapter_10s_backwards_have_hints_then_the_books_version():
-    """Exercises 1 and 2 of chapter 10 as tests/test_live_workbench.py holds
-    chapters 4-6's: three hints between the stub and the solution, then the
-    book's backward behind reveal_source, and printed by no output."""
-    from test_live_workbench import (
-        HINT,
-        LADDER,
-        ROOT,
-        _cells,
-        _exercises,
-        _output_texts,
-        _source,
-    )
-
-    path = ROOT / "notebooks" / "10_memory_and_precision.ipynb"
-    cells = _cells(path)
-    found = {number: (stub, sol) for number, stub, sol in _exercises(path)}
-    for number, name in (
-        (1, "flash_attention_backward"),
-        (2, "fused_classifier_backward"),
-    ):
-        stub, solution = found[number]
-        between = "\n".join(
-            _source(c)
-            for c in cells[stub + 1 : solution]
-            if c["cell_type"] == "markdown"
-        )
-        assert HINT.findall(between) == LADDER, (number, HINT.findall(between))
-        qualified = f"backprop_lessons.gpt.layers.{name}"
-        assert _output_texts(cells[solution + 1]) == [
-            f"SourceReveal({qualified})"
-        ]
-        for cell in cells:
-            for text in _output_texts(cell):
-                assert f"# {qualified}\n" not in text, name
-
-
 # ---- what a backward by hand may not call ------------------------------------
 
 

@@ -22,7 +22,7 @@ import pytest
 import backprop_lessons.exercises as exercises
 from backprop_lessons import grade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TAG = re.compile(r"<[^>]*>")

@@ -42,7 +42,7 @@ import yaml
 from backprop_lessons import grade
 from backprop_lessons.exercises import questions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 PUBLISHED = CONFIG["html"]["baseurl"]

@@ -1,8 +1,8 @@
 """Each shared fact is written once (issue 37): one finite-difference routine,
 one relative error, one absolute difference of two arrays (issue 45: what
 every closeness test is built on), one table of the GPT's parameters, one
-NumPy Adam, one PyTorch attention, one rule per Tensor operation, one map
-of the package.
+NumPy Adam, one PyTorch AdamW, one PyTorch attention, one rule per Tensor
+operation, one map of the package.
 
 Counted over the package's source (and, for the two formulas, the tests'
 and the benchmarks' too): a second copy fails here, naming where it is, so
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "backprop_lessons"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 EVERYWHERE = (
     SOURCES
     + sorted((ROOT / "tests").glob("*.py"))
+    + sorted((ROOT / "tests" / "conventions").glob("*.py"))
     + sorted((ROOT / "benchmarks").glob("*.py"))
 )
 THIS = Path(__file__).resolve()
@@ -43,6 +44,10 @@ def test_centered_differences_are_written_once():
     """(f(x + eps) - f(x - eps)) / (2 eps) lives in gradcheck.numerical_gradient
     (directional_derivative is that routine along a direction)."""
     found = _where(EVERYWHERE, re.compile(r"\)\s*/\s*\(2\s*\*\s*(eps|h|step)\)"))
+    # a reader's answer, written as a reader would: chapter 11's check must
+    # tell differences computed by hand from an exact HVP
+    readers = "tests/test_exercises_higher_order.py:"
+    found = [f for f in found if not f.startswith(readers)]
     assert [f for f in found if "gradcheck.py" not in f] == [], found
     # the one test that spells the formula out checks numerical_gradient itself
     assert all("gradcheck" in f for f in found), found
@@ -180,6 +185,15 @@ def test_one_numpy_adam():
         "gpt/train.py:AdamW",
         "microgpt/model.py:Adam",
     ]
+
+
+def test_one_pytorch_adamw():
+    """scale.optimizer.adamw builds torch.optim.AdamW for every mode of the
+    trainer (data, tensor and pipeline parallelism, scale_out's
+    measurements), its decay from the parameter table and its betas and eps
+    from the book's AdamW: no other module of the package calls it."""
+    found = _where(SOURCES, re.compile(r"\boptim\.AdamW\("))
+    assert len(found) == 1 and "scale/optimizer.py" in found[0], found
 
 
 def test_one_pytorch_attention():

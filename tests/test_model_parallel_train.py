@@ -1,0 +1,87 @@
+"""The trainer's model-parallel ways
+(backprop_lessons.scale.model_parallel_train):
+`ddp_train --tensor-parallel 2 [--sequence-parallel]` and `--pipeline 2`
+under torchrun, and every mode in one launch (train_in_group), reach the
+single-process loss, clipped or not; each says what it is; a rank that
+dies ends the run with a clear error, and no process is left.  The runs
+are chapter12_launch's (trainer_runs)."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+import dying_rank
+from chapter12_launch import CRASH_AFTER, IN_GROUP, final_loss_of
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("name", IN_GROUP)
+def test_trainer_in_every_mode_reaches_the_single_process_loss(
+    trainer_runs, chapter12_ranks, name
+):
+    alone = final_loss_of(
+        trainer_runs["alone-clip" if name.endswith("-clip") else "alone"]
+    )
+    for r in chapter12_ranks:
+        assert r[f"train {name}"]["final"] == pytest.approx(alone, rel=1e-10)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    "name",
+    ["tensor-accumulate", "sequence", "gpipe", "zbv-clip"],
+)
+def test_model_parallel_runs_reach_the_single_process_loss(trainer_runs, name):
+    alone = final_loss_of(
+        trainer_runs["alone-clip" if name.endswith("-clip") else "alone"]
+    )
+    assert final_loss_of(trainer_runs[name]) == pytest.approx(alone, rel=1e-10)
+
+
+@pytest.mark.multiprocess
+def test_the_clip_is_active(trainer_runs):
+    alone, clipped = (
+        final_loss_of(trainer_runs["alone"]),
+        final_loss_of(trainer_runs["alone-clip"]),
+    )
+    assert abs(clipped - alone) > 1e-6 * abs(alone)
+
+
+@pytest.mark.multiprocess
+def test_each_way_says_what_it_is(trainer_runs):
+    assert (
+        "tensor parallel over 2 ranks (1 of 2 heads each)"
+        in trainer_runs["tensor-accumulate"].stdout
+    )
+    assert (
+        "tensor parallel over 2 ranks (1 of 2 heads each, sequence parallel)"
+        in trainer_runs["sequence"].stdout
+    )
+    assert (
+        "pipeline of 2 stages on 2 ranks (gpipe, 8 micro-batches; this rank: "
+        "stage 0 (embeddings, block 0))" in trainer_runs["gpipe"].stdout
+    )
+    assert (
+        "pipeline of 4 stages on 2 ranks (zbv, 4 micro-batches; this rank: "
+        "stage 0 (embeddings), stage 3 (head))" in trainer_runs["zbv-clip"].stdout
+    )
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("name", ["tensor-crash", "pipeline-crash"])
+def test_a_dying_worker_ends_the_run_with_a_clear_error(trainer_runs, name):
+    crash = trainer_runs[name]
+    assert crash.returncode != 0, crash.stdout
+    assert f"rank 1: crashing on purpose after step {CRASH_AFTER}" in crash.stdout
+    assert "final loss" not in crash.stdout
+    assert dying_rank.root_cause(crash.stderr) == {
+        "rank": 1,
+        "exitcode": -9,
+        "signal": "SIGKILL",
+    }, crash.stderr[-3000:]
+
+
+@pytest.mark.multiprocess
+def test_no_process_is_left(trainer_runs, trainer_launcher):
+    assert psutil.wait_procs(trainer_launcher.marked(), timeout=30)[1] == []
