@@ -250,10 +250,10 @@ def batchnorm(dinp, dweight, dbias, dout, cache, bug=None):
     inp, weight, mean, rstd = cache
     B = inp.shape[0]
     axis = 1 if bug == "layernorm axis" else 0
-    if bug in {"unbiased xhat", "layernorm stats"}:
+    if bug in {"unbiased xhat", "unbiased forward", "layernorm stats"}:
         ax = 1 if bug == "layernorm stats" else 0
         m = inp.mean(axis=ax, keepdims=True)
-        ddof = 1 if bug == "unbiased xhat" else 0
+        ddof = 0 if bug == "layernorm stats" else 1
         rstd = 1 / np.sqrt(inp.var(axis=ax, ddof=ddof, keepdims=True) + 1e-5)
         xhat = (inp - m) * rstd
         axis = ax
@@ -268,7 +268,7 @@ def batchnorm(dinp, dweight, dbias, dout, cache, bug=None):
     mean_gx = (g * xhat).mean(axis=axis, keepdims=True)
     if bug == "sums":
         mean_g, mean_gx = mean_g * B, mean_gx * B
-    if bug == "bessel":
+    if bug in {"bessel", "unbiased forward"}:
         mean_gx = (g * xhat).sum(axis=0, keepdims=True) / (B - 1)
     if bug in {"no mean path", "constants"}:
         mean_g = 0
@@ -326,6 +326,9 @@ def test_a_readers_batchnorm_backward_is_correct(capsys):
         ("g alone", ["dinp", "passes g = dout * weight through unchanged"]),
         ("bessel", ["dinp", "unbiased variance", "Bessel's correction"]),
         ("unbiased xhat", ["dinp", "unbiased variance"]),
+        # Backprop Ninja's: the statistics recomputed with B - 1, and the
+        # variance's path divided by B - 1 too
+        ("unbiased forward", ["dinp", "unbiased variance"]),
         ("layernorm axis", ["dinp", "layernorm's axis"]),
         ("layernorm stats", ["dinp", "layernorm's axis"]),
         ("sums", ["dinp", "B times too large"]),

@@ -525,7 +525,15 @@ def _batchnorm_slips(inp, weight, mean, rstd, dout) -> dict:
         ),
         (_norm_dinp(g, xhat_u, rstd_u, axis=0), _UNBIASED),
         (rstd * (g - _mean_b(g) - xhat * sum_gx / (B - 1)), _UNBIASED),
-        (rstd_u * (g - _mean_b(g) - xhat_u * _mean_b(g * xhat_u)), _UNBIASED),
+        (  # the exact backward of a forward with the unbiased variance
+            rstd_u
+            * (
+                g
+                - _mean_b(g)
+                - xhat_u * (g * xhat_u).sum(axis=0, keepdims=True) / (B - 1)
+            ),
+            _UNBIASED,
+        ),
         (_norm_dinp(g, xhat, rstd, axis=1), _LAYERNORM_AXIS),
         (_norm_dinp(g, xhat_c, rstd_c, axis=1), _LAYERNORM_AXIS),
         (
