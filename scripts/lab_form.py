@@ -14,9 +14,11 @@ things differ, measured by saving chapters 2, 6, 8 and 12 in JupyterLab 4.6:
   kernel JupyterLab started, "Python 3 (ipykernel)".
 
 It also holds what `make lab`'s JupyterLab runs when it saves a notebook
-(`keep_widget_state`, scripts/lab/jupyter_lab_config.py): the widget state
-that the outputs still show is kept, so that the steppers and self-checks
-survive a reader's run and save, and an unchanged notebook saves unchanged.
+(scripts/lab/jupyter_lab_config.py): the widget state that the outputs
+still show is kept (`keep_widget_state`), so that the steppers and
+self-checks survive a reader's run and save, and an unchanged notebook saves
+unchanged; and the solution cells are hidden again (`keep_solutions_hidden`),
+as JupyterLab shows a cell's output once it runs.
 
     python scripts/lab_form.py notebooks/*.ipynb          rewrite in place
     python scripts/lab_form.py --check notebooks/*.ipynb  list those not so
@@ -67,6 +69,24 @@ def lab_form(nb: dict) -> dict:
         meta["widgets"] = _javascript_numbers(meta["widgets"])
     if "kernelspec" in meta:
         meta["kernelspec"]["display_name"] = KERNEL_DISPLAY_NAME
+    return nb
+
+
+def keep_solutions_hidden(nb: dict) -> dict:
+    """`nb` with every solution cell (tagged `solution`) hidden again, source
+    and output, as stored: JupyterLab drops `outputs_hidden` (and the old
+    `collapsed`) from a cell it runs, so after Run All a save would store
+    the solutions open for the next reader of the file.  `make lab`'s save
+    hook runs it."""
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {})
+        if cell.get("cell_type") == "code" and "solution" in meta.get("tags", []):
+            meta["jupyter"] = {
+                **meta.get("jupyter", {}),
+                "source_hidden": True,
+                "outputs_hidden": True,
+            }
+            meta["collapsed"] = True
     return nb
 
 

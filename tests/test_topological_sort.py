@@ -10,6 +10,7 @@ recursive answer on the chain 5,000 operations deep.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 import pytest
 
@@ -404,7 +405,7 @@ def test_readiness_that_counts_each_value_once_fails(capsys):
 def readiness_backward(root, *, leaves=False, counts=True, push="+="):
     """Backward as gradients become ready, right with the defaults; each
     argument one slip (`leaves`: zero the leaves too; `counts=False`: each
-    value awaited as one push; `push`: "+=", "-=" or "local")."""
+    value awaited as one push; `push`: "+=", "-=", "=" or "local")."""
     pending, stack, seen = {}, [root], {id(root)}
     while stack:
         node = stack.pop()
@@ -422,6 +423,8 @@ def readiness_backward(root, *, leaves=False, counts=True, push="+="):
         for child, local in zip(node._children, node._local_grads):
             if push == "local":
                 child.grad += local
+            elif push == "=":
+                child.grad = local * node.grad
             else:
                 child.grad += local * node.grad * (-1 if push == "-=" else 1)
             pending[id(child)] -= 1
@@ -431,6 +434,16 @@ def readiness_backward(root, *, leaves=False, counts=True, push="+="):
 
 def test_readiness_takes_a_right_answer(capsys):
     assert run(check_readiness_backward, readiness_backward, capsys).correct
+
+
+def test_readiness_names_assigning_where_it_must_add(capsys):
+    """`=` for `+=` (the live trial's slip): named, although on the check's
+    graphs what it gives depends on the order of the ready values."""
+    verdict = run(
+        check_readiness_backward, partial(readiness_backward, push="="), capsys
+    )
+    assert verdict.status == "not yet"
+    assert "assigns (=) where it must add (+=)" in verdict.hint, verdict.hint
 
 
 @pytest.mark.parametrize(

@@ -640,7 +640,20 @@ def test_softplus_must_not_overflow(capsys):
         return Value(math.log1p(e), "", (v,), (e / (1.0 + e),), "softplus")
 
     verdict = run(value_nodes.check_softplus, overflowing, capsys)
-    assert_not_yet(verdict, "at x = 800", "OverflowError", "never forms e ** x")
+    assert_not_yet(verdict, "at x = 800", "OverflowError", "e ** x overflows")
+
+
+def test_softplus_slope_must_not_overflow_far_left(capsys):
+    """The live trial's gap: a stable value whose slope, 1 / (1 + e^-x),
+    overflows below x = -709."""
+
+    def naive_sigmoid(v):
+        x = v.data
+        value = max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+        return Value(value, "", (v,), (1.0 / (1.0 + math.exp(-x)),), "softplus")
+
+    verdict = run(value_nodes.check_softplus, naive_sigmoid, capsys)
+    assert_not_yet(verdict, "at x = -800", "OverflowError", "e ** -x overflows")
 
 
 def test_softplus_must_be_right_far_left(capsys):

@@ -5,7 +5,9 @@
   save keeps the state of exactly the widgets the outputs show
   (`lab_form.keep_widget_state`): a reader who runs a chapter and saves it
   finds its steppers and self-checks working at the next open, and a
-  chapter saved unchanged stays byte for byte as stored.
+  chapter saved unchanged stays byte for byte as stored.  The same hook
+  hides the solution cells again (`lab_form.keep_solutions_hidden`):
+  JupyterLab shows a cell's output once it runs it.
 - Two front-end extensions are copied into the venv with a fix each
   (`extension_fixes.py` beside this file).  The widget manager no longer
   marks a notebook modified when it restores the notebook's stored
@@ -40,6 +42,7 @@ def keep_widget_state(model, path, contents_manager, **kwargs):
     except (OSError, ValueError):
         stored = None
     lab_form.keep_widget_state(model["content"], stored)
+    lab_form.keep_solutions_hidden(model["content"])
 
 
 c = get_config()  # noqa: F821 (Jupyter's configuration loader defines it)

@@ -445,3 +445,20 @@ def test_saving_keeps_the_widget_state_the_outputs_show():
     kept = lab_form.keep_widget_state(after_run, stored)
     state = kept["metadata"]["widgets"][lab_form.WIDGET_STATE]["state"]
     assert sorted(state) == ["a", "b", "d"]  # c and e are shown by nothing
+
+
+def test_saving_hides_the_solutions_again():
+    """make lab's save hook: after Run All, JupyterLab has dropped
+    outputs_hidden and collapsed from the solution cells it ran."""
+    ran = {
+        "cell_type": "code",
+        "metadata": {"tags": ["solution"], "jupyter": {"source_hidden": True}},
+    }
+    other = {"cell_type": "code", "metadata": {"tags": ["graded"]}}
+    nb = lab_form.keep_solutions_hidden({"cells": [ran, other]})
+    assert nb["cells"][0]["metadata"] == {
+        "tags": ["solution"],
+        "jupyter": {"source_hidden": True, "outputs_hidden": True},
+        "collapsed": True,
+    }
+    assert nb["cells"][1]["metadata"] == {"tags": ["graded"]}

@@ -543,6 +543,19 @@ def _ready_counting_users_once(root: Value) -> None:
                 ready.append(child)
 
 
+def _assigns_on_the_probe(backward_fn, todo: str) -> None:
+    """Raise the `=` for `+=` slip if backward_fn gives what assigning gives
+    on (a + a) * c, where only `a` is shared, by one user: there the slip's
+    gradients do not depend on the order the nodes are processed in, as
+    they do on the graphs the check runs on."""
+    name, build = _ORDER_GRAPHS[0]
+    root = build()
+    _deep(backward_fn, root, todo, "backward")
+    assigned = _after(build, 0, lambda r: _backward_with(r, "assign"))
+    if _same(_grads(root), assigned):
+        raise NotYet(f"on the {name}: {_BACKWARD_SLIPS['assign']}")
+
+
 def check_readiness_backward(backward_fn, *, exercise: int) -> Verdict:
     """backward_fn(root) must fill in every gradient, as `root.backward()`
     does (values computed by an operation from 0, leaves adding to what they
@@ -582,6 +595,7 @@ def check_readiness_backward(backward_fn, *, exercise: int) -> Verdict:
                 )
                 if not _same(wrong, expected) and _same(got, wrong):
                     raise NotYet(f"on the {name}: {_BACKWARD_SLIPS[slip]}")
+            _assigns_on_the_probe(backward_fn, todo)
             wrong = [
                 _name(v)
                 for v, g, e in zip(topological_order(root), got, expected)

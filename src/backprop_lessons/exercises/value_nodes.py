@@ -679,13 +679,13 @@ def _softplus(x: float) -> float:
 def check_softplus(softplus, *, exercise: int) -> Verdict:
     """softplus(v) must return one new Value whose only input is v, with
     value ln(1 + e^x) to 1e-12 relative, also far left, where it is as small
-    as e^x (x = -40), and at x = 800, where e^x overflows a float (so the
-    formula must not form e^x there), and the local derivative d/dx ln(1 +
-    e^x)."""
+    as e^x (x = -40), and at x = +-800, where e^|x| overflows a float (so
+    neither the value nor the derivative may form e to a large positive
+    power there), and the local derivative d/dx ln(1 + e^x)."""
 
     def check(softplus):
         todo = "write softplus(v) and run its cell"
-        for x in (-3.0, 0.0, 0.5, 2.5, -1e-3, -40.0, -700.0, 800.0):
+        for x in (-3.0, 0.0, 0.5, 2.5, -1e-3, -40.0, -700.0, 800.0, -800.0):
             v = Value(x, label="x")
             try:
                 out = attempt(softplus, v, todo=todo)
@@ -694,10 +694,11 @@ def check_softplus(softplus, *, exercise: int) -> Verdict:
                     raise
                 more = ""
                 if isinstance(error.__cause__, OverflowError):
+                    power = "x" if x > 0 else "-x"
                     more = (
-                        "; e ** x overflows a float above x = 709: rewrite "
-                        "the formula so that it never forms e ** x for a "
-                        "large positive x"
+                        f"; e ** {power} overflows a float once {power} "
+                        "passes 709: rewrite the formula so that it never "
+                        "forms e to a large positive power"
                     )
                 raise NotYet(
                     f"at x = {x:g}, {error}{more}", where=error.where
