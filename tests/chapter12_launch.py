@@ -5,9 +5,9 @@ fixtures visible to them all, session-scoped, so one run of `make
 multiprocess` (or `make chapter CH=12`) starts the processes once.
 
     chapter12_problem   the small GPT, a batch, PyTorch's loss and gradients
-    chapter12_ranks     every worker function of the chapter, and the trainer
-                        in every mode (train_in_group), in one launch of two
-                        ranks
+    chapter12_ranks     every worker function of the chapter, in one launch of
+                        two ranks (the trainer in every mode, train_in_group,
+                        is the chapter's own launch, which nbval checks)
     trainer_runs        the trainer's command-line runs (RUNS), started at
                         once in the background (trainer_launcher starts them
                         before the launch of chapter12_ranks, so both overlap)
@@ -247,42 +247,16 @@ def chapter12_problem():
     return params, x, y, torch_forward_backward(params, CONFIG, x, y)
 
 
-_TRAIN = {"steps": STEPS, "seed": 0, "dtype": "float64"}
-IN_GROUP = {
-    "ddp": {},
-    "tensor": {"tensor_parallel": 2},
-    "sequence": {"tensor_parallel": 2, "sequence_parallel": True},
-    "interleaved-1f1b": {"pipeline": 2, "schedule": "interleaved-1f1b"},
-    "zbv": {"pipeline": 2, "schedule": "zbv"},
-    "ddp-clip": {"clip": 0.05},
-    "fsdp-clip": {"fsdp": True, "clip": 0.05},
-    "tensor-clip": {"tensor_parallel": 2, "clip": 0.05},
-    "sequence-clip": {
-        "tensor_parallel": 2,
-        "sequence_parallel": True,
-        "clip": 0.05,
-    },
-    "1f1b-clip": {"pipeline": 2, "clip": 0.05},
-    "interleaved-1f1b-clip": {
-        "pipeline": 2,
-        "schedule": "interleaved-1f1b",
-        "clip": 0.05,
-    },
-}
-
-
 @pytest.fixture(scope="session")
 def chapter12_ranks(chapter12_problem, trainer_launcher):
     """Every worker function of the chapter, in one launch of two ranks."""
     from backprop_lessons.scale import (
         collectives,
-        ddp_train,
         distributed,
         pipeline,
         tensor_parallel,
         vocab_parallel,
     )
-    from backprop_lessons.scale.train_options import TrainOptions
 
     params, x, y, _ = chapter12_problem
     tasks = {
@@ -306,13 +280,6 @@ def chapter12_ranks(chapter12_problem, trainer_launcher):
                 (params, CONFIG, x, y, schedule, 4),
             )
             for schedule in pipeline.SCHEDULES
-        },
-        **{
-            f"train {name}": (
-                ddp_train.train_in_group,
-                (TrainOptions(**_TRAIN, **o),),
-            )
-            for name, o in IN_GROUP.items()
         },
     }
     return distributed.run_workers(
