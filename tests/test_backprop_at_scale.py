@@ -12,14 +12,9 @@ import numpy as np
 import pytest
 
 from backprop_lessons.exercises import backprop_at_scale as E
+from verdicts import refused
 
 torch = pytest.importorskip("torch")
-
-
-def _refused(verdict, called: str):
-    assert verdict.status == "not yet", str(verdict)
-    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
-    assert verdict.where and verdict.where[-1].startswith("in "), verdict
 
 
 def flops(sizes, batch):
@@ -45,11 +40,11 @@ def test_the_flops_may_not_be_measured(capsys):
         return counter.get_total_flops(), 0
 
     assert E.check_predicted_flops(flops, exercise=2).correct
-    _refused(
+    refused(
         E.check_predicted_flops(counted, exercise=2),
         "backprop_lessons.scale.backward_cost.count_flops",
     )
-    _refused(
+    refused(
         E.check_predicted_flops(by_pytorch, exercise=2),
         "torch.utils.flop_counter.FlopCounterMode.__enter__",
     )
@@ -135,7 +130,7 @@ def test_rank_accumulation_may_not_take_the_full_batch(capsys):
     chapter = full_batch_gradients(*_chapters_batch())
 
     assert E.check_rank_accumulation(rank_times_accumulation, exercise=4).correct
-    _refused(
+    refused(
         E.check_rank_accumulation(the_answer, exercise=4),
         "backprop_lessons.scale.distributed.full_batch_gradients",
     )

@@ -14,12 +14,7 @@ from backprop_lessons import gradcheck
 from backprop_lessons.exercises import higher_order as E
 from backprop_lessons.gradcheck import directional_derivative as bound
 from backprop_lessons.tensor import Tensor, grad
-
-
-def _refused(verdict, called: str):
-    assert verdict.status == "not yet", str(verdict)
-    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
-    assert verdict.where and verdict.where[-1].startswith("in "), verdict
+from verdicts import refused
 
 
 def hvp(loss_fn, arrays, vs):
@@ -91,7 +86,7 @@ def by_torch(loss_fn, arrays, vs):  # PyTorch's HVP of a copy of the loss
 )
 def test_the_hvp_is_the_engines_double_backward(answer, called, capsys):
     assert E.check_hvp(hvp, exercise=1).correct
-    _refused(E.check_hvp(answer, exercise=1), called)
+    refused(E.check_hvp(answer, exercise=1), called)
 
 
 def test_finite_differences_by_hand_are_only_about_right(capsys):
@@ -100,7 +95,7 @@ def test_finite_differences_by_hand_are_only_about_right(capsys):
     assert "only about right, as finite differences give it" in verdict.hint
 
 
-def test_the_book_scalar_hvps_are_refused(capsys):
+def test_the_book_scalar_hvps_arerefused(capsys):
     from backprop_lessons.higher_order import hvp_reverse_over_reverse
 
     def scalar(loss_fn, arrays, vs):  # a method of the engine's own, flat
@@ -108,7 +103,7 @@ def test_the_book_scalar_hvps_are_refused(capsys):
         hvp_reverse_over_reverse(lambda xs: xs[0] * xs[0], [1.0], [1.0])
         return _split(flat, arrays)
 
-    _refused(
+    refused(
         E.check_hvp(scalar, exercise=1),
         "backprop_lessons.higher_order.hvp_reverse_over_reverse",
     )

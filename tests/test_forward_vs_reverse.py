@@ -15,18 +15,13 @@ from backprop_lessons.exercises import forward_vs_reverse as E
 from backprop_lessons.forward_mode import Dual, jacobian_reverse, jvp
 from backprop_lessons.forward_mode import sigmoid_jvp as bound_rule
 from backprop_lessons.scalar import Value
+from verdicts import refused
 
 
 def sigmoid_rule(primals, tangents):
     (x,), (x_dot,) = primals, tangents
     s = 1.0 / (1.0 + math.exp(-x))
     return s, s * (1.0 - s) * x_dot
-
-
-def _refused(verdict, called: str):
-    assert verdict.status == "not yet", str(verdict)
-    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
-    assert verdict.where and verdict.where[-1].startswith("in "), verdict
 
 
 def by_a_dual(primals, tangents):  # the book's rule through Dual.sigmoid
@@ -61,7 +56,7 @@ def by_torch(primals, tangents):  # PyTorch's gradient returned
 )
 def test_the_jvp_rule_may_not_borrow_a_derivative(rule, called, capsys):
     assert E.check_jvp_rule(sigmoid_rule, exercise=1).correct
-    _refused(E.check_jvp_rule(rule, exercise=1), called)
+    refused(E.check_jvp_rule(rule, exercise=1), called)
     assert fm.jvp_rules["sigmoid"] is fm.sigmoid_jvp  # put back
 
 
@@ -122,7 +117,7 @@ def test_directional_derivative_refuses_torch(capsys):
         x = torch.tensor(xs, dtype=torch.float64)
         return float(torch.func.jvp(lambda t: (t**2).sum(), (x,), (x,))[1])
 
-    _refused(
+    refused(
         E.check_directional_derivative(by_torch, exercise=2),
         "torch.func.jvp, PyTorch's autograd",
     )
@@ -151,11 +146,11 @@ def test_passes_per_step_may_not_count_them(capsys):
         return len(calls)
 
     assert E.check_passes_per_step(passes, exercise=3).correct
-    _refused(
+    refused(
         E.check_passes_per_step(counted, exercise=3),
         "backprop_lessons.forward_mode.count_operations",
     )
-    _refused(
+    refused(
         E.check_passes_per_step(run_it, exercise=3),
         "backprop_lessons.forward_mode.jacobian_forward",
     )

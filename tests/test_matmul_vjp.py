@@ -12,17 +12,9 @@ from backprop_lessons.exercises import matmul_vjp as E
 from backprop_lessons.gpt import layers
 from backprop_lessons.tensor import Tensor
 from backprop_lessons.tensor import unbroadcast as bound_unbroadcast
+from verdicts import refused
 
 torch = pytest.importorskip("torch")
-
-
-def _refused(verdict, called: str, quoted: bool = True):
-    """`verdict` refuses a call of `called`, quoting the reader's line
-    (none when the book's function itself is the answer)."""
-    assert verdict.status == "not yet", str(verdict)
-    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
-    if quoted:
-        assert verdict.where and verdict.where[-1].startswith("in "), verdict
 
 
 def by_the_rule(G, X, W):  # the Tensor engine's rule, called directly
@@ -67,11 +59,11 @@ def by_torch(G, X, W):  # PyTorch's gradient returned
     ],
 )
 def test_the_matmul_vjp_may_not_be_borrowed(check, answer, called, capsys):
-    _refused(check(answer, exercise=1), called)
+    refused(check(answer, exercise=1), called)
 
 
 def test_the_gpt_layers_matmul_backward_is_refused_too(capsys):
-    _refused(
+    refused(
         E.check_matmul_vjp(by_the_layer, exercise=1),
         "backprop_lessons.gpt.layers.matmul_backward",
     )
@@ -89,8 +81,8 @@ def test_the_linear_backward_may_not_be_borrowed(capsys):
     assert E.check_linear_backward(
         lambda G, X, W: (G @ W.T, X.T @ G, G.sum(axis=0)), exercise=3
     ).correct
-    _refused(E.check_linear_backward(linear, exercise=3), "backprop_lessons.")
-    _refused(
+    refused(E.check_linear_backward(linear, exercise=3), "backprop_lessons.")
+    refused(
         E.check_linear_backward(linear_by_torch, exercise=3), "torch.autograd"
     )
 
@@ -106,17 +98,17 @@ def test_logsumexp_may_not_borrow_a_stable_softmax(capsys):
         torch.logsumexp(zt, -1).backward(torch.tensor(g))
         return zt.grad.numpy()
 
-    _refused(
+    refused(
         E.check_logsumexp_vjp(
             lambda g, z: g[:, None] * bound_softmax(z), exercise=4
         ),
         "backprop_lessons.numerics.softmax",
     )
-    _refused(
+    refused(
         E.check_logsumexp_vjp(by_tensor_softmax, exercise=4),
         "backprop_lessons.tensor.Tensor.softmax",
     )
-    _refused(
+    refused(
         E.check_logsumexp_vjp(by_torch_logsumexp, exercise=4),
         "Tensor.backward, PyTorch's autograd",
     )
@@ -128,16 +120,16 @@ def test_my_unbroadcast_may_not_call_unbroadcast(capsys):
         (t + Tensor(np.zeros(grad.shape))).backward(grad)
         return t.grad
 
-    _refused(
+    refused(
         E.check_unbroadcast(bound_unbroadcast, exercise=5),
         "backprop_lessons.tensor.unbroadcast",
         quoted=False,  # the book's function itself: no line of the reader's
     )
-    _refused(
+    refused(
         E.check_unbroadcast(lambda g, s: bound_unbroadcast(g, s), exercise=5),
         "backprop_lessons.tensor.unbroadcast",
     )
-    _refused(E.check_unbroadcast(by_the_engine, exercise=5), "backprop_lessons.")
+    refused(E.check_unbroadcast(by_the_engine, exercise=5), "backprop_lessons.")
 
 
 def test_my_unbroadcast_meets_a_gradient_with_an_axis_of_one(capsys):

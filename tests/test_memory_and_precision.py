@@ -23,6 +23,7 @@ from backprop_lessons.exercises.memory_and_precision import (
     check_unscale_or_skip,
 )
 from backprop_lessons.gpt import layers
+from verdicts import refused
 
 torch = pytest.importorskip("torch")
 
@@ -397,17 +398,11 @@ def test_each_check_runs_three_shapes_one_with_a_single_b_or_t(check, capsys):
 # ---- what a backward by hand may not call ------------------------------------
 
 
-def _refused(verdict, called: str):
-    assert verdict.status == "not yet", str(verdict)
-    assert f"your code called {called}" in verdict.hint, verdict.hint
-    assert verdict.where, verdict  # the reader's line, quoted
-
-
-def test_the_books_backward_is_refused(capsys):
+def test_the_books_backward_isrefused(capsys):
     from backprop_lessons.gpt.layers import attention_backward as bound
 
     book = "backprop_lessons.gpt.layers."
-    _refused(
+    refused(
         check_flash_attention_backward(
             lambda *a: layers.flash_attention_backward(*a), exercise=1
         ),
@@ -419,8 +414,8 @@ def test_the_books_backward_is_refused(capsys):
         _, eager_cache = layers.attention_forward(inp, n_head)
         bound(dinp, dout, eager_cache)
 
-    _refused(check_flash_attention_backward(eager, exercise=1), book)
-    _refused(
+    refused(check_flash_attention_backward(eager, exercise=1), book)
+    refused(
         check_fused_classifier_backward(
             lambda *a: layers.fused_classifier_backward(*a), exercise=2
         ),
@@ -428,7 +423,7 @@ def test_the_books_backward_is_refused(capsys):
     )
 
 
-def test_an_engines_gradient_is_refused(capsys):
+def test_an_engines_gradient_isrefused(capsys):
     from backprop_lessons.gpt.reference import torch_attention
     from backprop_lessons.tensor import Tensor, cross_entropy
 
@@ -440,7 +435,7 @@ def test_an_engines_gradient_is_refused(capsys):
         )
         dinp += g.numpy()
 
-    _refused(
+    refused(
         check_flash_attention_backward(torch_flash, exercise=1),
         "torch.autograd.grad, PyTorch's autograd",
     )
@@ -453,7 +448,7 @@ def test_an_engines_gradient_is_refused(capsys):
         dinp += x.grad
         dwte += w.grad
 
-    _refused(
+    refused(
         check_fused_classifier_backward(tensor_classifier, exercise=2),
         "backprop_lessons.tensor.Tensor.backward",
     )

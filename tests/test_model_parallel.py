@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from backprop_lessons.exercises import model_parallel as E
+from verdicts import refused
 
 
 def stub(*args):
@@ -296,12 +297,6 @@ def test_exercise_checks_tell_stub_wrong_and_right_apart():
 # ---- what a backward by hand, and a schedule, may not call ---------------------
 
 
-def _refused(verdict, called: str):
-    assert verdict.status == "not yet", str(verdict)
-    assert verdict.hint.startswith(f"your code called {called}"), verdict.hint
-    assert verdict.where and verdict.where[-1].startswith("in "), verdict
-
-
 def test_a_collectives_backward_may_not_borrow_one(capsys):
     torch = pytest.importorskip("torch")
     from backprop_lessons.scale import collectives
@@ -326,8 +321,8 @@ def test_a_collectives_backward_may_not_borrow_one(capsys):
         (by_differences, "backprop_lessons.scale.collectives.finite_differenc"),
         (by_torch, "torch.autograd.grad, PyTorch's autograd"),
     ):
-        _refused(check(answer, exercise=1), called)
-    _refused(
+        refused(check(answer, exercise=1), called)
+    refused(
         E.check_all_gather_backward(by_torch, exercise=8),
         "torch.autograd.grad",
     )
@@ -356,11 +351,11 @@ def test_a_parallel_layers_backward_may_not_borrow_a_matmul_rule(capsys):
             dws.append(wt.grad)
         return dxs, dws, [d.sum(axis=0) for d in dys]
 
-    _refused(
+    refused(
         E.check_column_parallel_backward(column_by_the_layer, exercise=2),
         "backprop_lessons.gpt.layers.matmul_backward",
     )
-    _refused(
+    refused(
         E.check_row_parallel_backward(row_by_the_engine, exercise=3),
         "backprop_lessons.tensor.Tensor.backward",
     )
@@ -382,11 +377,11 @@ def test_the_schedule_may_not_be_built_by_the_package(capsys):
         return one_f_one_b(p, m)
 
     assert E.check_pipeline_schedule(one_f_one_b, exercise=6).correct
-    _refused(
+    refused(
         E.check_pipeline_schedule(by_the_grid, exercise=6),
         "backprop_lessons.scale.pipeline.schedule_grid",
     )
-    _refused(
+    refused(
         E.check_pipeline_schedule(by_torch, exercise=6),
         "backprop_lessons.torch_private.schedule_timetable",
     )

@@ -119,7 +119,7 @@ def test_pip_install_brings_what_the_package_needs(tmp_path):
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
-    _run(python, "-m", "pip", "install", "--quiet",
+    _run(python, "-m", "pip", "install", "--quiet", "--no-compile",
          "--disable-pip-version-check", source)  # fmt: skip
 
     # the engines import without torch (outside the checkout, so that only
