@@ -293,10 +293,10 @@ distclean: clean
 # take every other pin each, without dependencies (requirements.txt lists
 # them all), then one run checks that every pin and dependency is met and
 # adds the package.  58 s + 12 s on 2 cores, against 84 s + 7 s in one run.
-# --no-compile: pip would byte-compile all 14,000 files of site-packages
-# (34 CPU-seconds); Python compiles the modules a run imports, once, as it
-# imports them.
-PIP := $(BIN)/pip install --quiet --disable-pip-version-check --no-compile
+# pip byte-compiles what it installs (34 CPU-seconds): left to Python, the
+# twenty processes a test launches at once each compiled torch for itself
+# (a make test took 1,694 CPU-seconds instead of 878).
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)

@@ -170,7 +170,7 @@ def build(env: Path) -> None:
     subprocess.run(
         [
             python, "-m", "pip", "install", "--quiet",
-            "--disable-pip-version-check", "--no-compile",
+            "--disable-pip-version-check",
             "-c", env / "constraints.txt", *requirement_lines(PREINSTALLED),
         ],
         check=True,
