@@ -194,17 +194,7 @@ class Runs:
         )
 
     def marked(self):
-        found = []
-        for p in psutil.process_iter():
-            try:
-                if (
-                    p.environ().get(MARKER) == self.marker
-                    and p.status() != psutil.STATUS_ZOMBIE
-                ):
-                    found.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return found
+        return dying_rank.marked_processes(MARKER, self.marker)
 
     def kill_all(self):
         for proc in self.procs.values():

@@ -6,7 +6,9 @@ purpose, and torchrun's report of what failed first.
 
 runs `ddp_train`'s program with one addition: rank R kills itself with
 SIGKILL after step K (and its checkpoint), as a failing machine would.
-`root_cause(stderr)` reads torchrun's "Root Cause" block.
+`root_cause(stderr)` reads torchrun's "Root Cause" block, and
+`marked_processes` finds what a test's launch started (test_ddp_train's
+and chapter12_launch's launchers wait for or kill them with it).
 
 The ranks that survive must not be named as the root cause.  torchrun names
 the failure with the earliest timestamp: a SIGKILLed worker's is the moment
@@ -109,3 +111,22 @@ if __name__ == "__main__":
     from torch.distributed.elastic.multiprocessing.errors import record
 
     sys.exit(record(main)())
+
+
+def marked_processes(variable: str, value: str) -> list:
+    """Every live process whose environment has `variable` set to `value`:
+    what a test's launch started (its workers inherit the environment),
+    found to be waited for or killed at the end."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if (
+                p.environ().get(variable) == value
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

@@ -205,17 +205,7 @@ class Launcher:
     def marked_processes(self) -> list[psutil.Process]:
         """Every live process carrying this launcher's marker (workers
         included: they inherit the environment)."""
-        found = []
-        for p in psutil.process_iter():
-            try:
-                if (
-                    p.environ().get(MARKER) == self.marker
-                    and p.status() != psutil.STATUS_ZOMBIE
-                ):
-                    found.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return found
+        return dying_rank.marked_processes(MARKER, self.marker)
 
     def kill_all(self) -> None:
         """SIGKILL every process group started and every marked process."""
