@@ -115,8 +115,14 @@ def _python(source: str) -> str:
 
 
 def _tree(source: str) -> ast.Module | None:
+    """The syntax tree of a cell's source, or None where it is not Python (a
+    markdown cell, a reader's half-written line).  Reading is quiet: text
+    such as a formula's `\\sqrt` warns of an invalid escape on its way to
+    the SyntaxError."""
     try:
-        return ast.parse(_python(source))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
+            return ast.parse(_python(source))
     except SyntaxError:
         return None
 
