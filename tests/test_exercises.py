@@ -30,6 +30,7 @@ from backprop_lessons.scalar import float_sigmoid
 from test_topological_sort import (
     depth,
     iterative_order,
+    preorder_reversed,
     readiness_backward,
 )
 
@@ -160,20 +161,9 @@ def test_a_bug_in_a_check_itself_is_not_blamed_on_the_reader():
 # ---- topological sort ----------------------------------------------------------
 
 
-def buggy_order(root):
-    order, visited, stack = [], set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) not in visited:
-            visited.add(id(node))
-            order.insert(0, node)
-            stack.extend(node._children)
-    return order
-
-
 def backward_without_waiting(root):
     root.grad = 1.0
-    for node in reversed(buggy_order(root)):
+    for node in reversed(preorder_reversed(root)):
         for child, local in zip(node._children, node._local_grads):
             child.grad += local * node.grad
 
@@ -190,7 +180,7 @@ def backward_without_waiting(root):
         (
             topological_sort.check_order_function,
             iterative_order,
-            buggy_order,
+            preorder_reversed,
             "(x used three times), the * node comes before x, one of its inputs",
         ),
         (
