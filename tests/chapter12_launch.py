@@ -37,6 +37,7 @@ import psutil
 import pytest
 
 import dying_rank
+import launches
 from backprop_lessons.gpt.model import GPTConfig, init_params
 
 #: the trainer's module (ddp_train.PROGRAM, which this file does not import:
@@ -162,6 +163,7 @@ class Runs:
         }
 
     def start_all(self):
+        launches.take_turn(RUN_LIMIT)  # no other set running (launches.py)
         for name, spec in RUNS.items():
             with (
                 open(self.directory / f"{name}.out", "w") as out,
@@ -174,6 +176,7 @@ class Runs:
                     env=self.env(),
                     start_new_session=True,
                 )
+                launches.started(self.procs[name])
         self.started = time.monotonic()
 
     def wait(self, name):

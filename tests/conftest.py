@@ -73,11 +73,20 @@ def build_once(tmp_path_factory) -> Callable[..., Path]:
     return build
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """xdist groups (`--dist loadgroup`, make test): the tests that start
     processes run one at a time, on one worker (two side by side, a torchrun
     launch beside a group of run_workers, once broke a gloo mesh), and the
-    JupyterLab tests share the one JupyterLab their module starts."""
+    JupyterLab tests share the one JupyterLab their module starts.
+
+    First among the hooks: xdist reads the groups in its own hook (it adds
+    "@group" to each grouped test's id), and a marker added after it is
+    ignored.  Without `tryfirst` the groups were ignored: the tests that
+    start processes ran on both workers at once (269 CPU-seconds instead
+    of 163, and twice the risk of the broken mesh), and the JupyterLab
+    tests could land on both workers, each of which then started a
+    JupyterLab."""
     for item in items:
         if item.get_closest_marker("multiprocess"):
             item.add_marker(pytest.mark.xdist_group("multiprocess"))

@@ -39,6 +39,7 @@ import pytest
 import torch
 
 import dying_rank
+import launches
 from backprop_lessons.scale import ddp_train as T
 
 # they start processes: `make multiprocess`, one at a time (tests/conftest.py)
@@ -144,6 +145,7 @@ class Launcher:
                     start_new_session=True,
                 )
             self.running[name] = (proc, time.monotonic())
+            launches.started(proc)
 
     def start_launch(self, name: str, args: list[str]) -> None:
         """Run `ddp_train.launch(args)` (the notebooks' way) in a thread."""
@@ -161,6 +163,7 @@ class Launcher:
 
         self.chained[name] = threading.Thread(target=call, daemon=True)
         self.chained[name].start()
+        launches.started(self.chained[name])
 
     def start_after(
         self, first: str, name: str, argv: list[str], before=None
@@ -179,6 +182,7 @@ class Launcher:
 
         self.chained[name] = threading.Thread(target=chain, daemon=True)
         self.chained[name].start()
+        launches.started(self.chained[name])
 
     def wait(self, name: str) -> Finished:
         if name in self.chained:
@@ -250,6 +254,7 @@ def launcher(request, tmp_path_factory):
 
 
 def _start_every_run(runs: Launcher) -> None:
+    launches.take_turn(RUN_LIMIT)  # no other set running (launches.py)
     checkpoints = runs.directory / "checkpoints"
     runs.start(
         "crash",

@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 
 import nbformat
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from .conftest import DESKTOP, ROOT, SCREENSHOTS, WAIT_MS
@@ -285,7 +286,39 @@ def _lab_page(browser):
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)  # a loaded machine renders slowly
     page.route("**/*", route)
+    # what the page logged, for the message of a wait that runs out
+    CONSOLE[page] = []
+    page.on(
+        "console",
+        lambda m: (
+            m.type in ("error", "warning")
+            and CONSOLE[page].append(f"{m.type}: {m.text}")
+        ),
+    )
+    page.on("pageerror", lambda e: CONSOLE[page].append(f"uncaught: {e}"))
     return context, page, external
+
+
+#: page -> the errors and warnings its console showed
+CONSOLE: dict = {}
+
+
+def _wait_until_drawn(page, name: str, views: int) -> None:
+    """Wait until the notebook in front has drawn its `views` stored
+    widgets; if it never does, fail with how many it drew, what the console
+    said and a screenshot (under load, this wait once ran out)."""
+    try:
+        page.wait_for_function(f"() => ({WIDGETS_DRAWN})() === {views}")
+    except PlaywrightTimeout:
+        drawn = page.evaluate(WIDGETS_DRAWN)
+        shot = _shot(f"jupyterlab_undrawn_{Path(name).stem}")
+        page.screenshot(path=str(shot))
+        said = "\n".join(CONSOLE.get(page, [])[-20:]) or "(nothing)"
+        pytest.fail(
+            f"{name}: {drawn} of its {views} stored widgets drawn after "
+            f"{WAIT_MS / 1000:.0f} s (screenshot {shot}); the console's "
+            f"errors and warnings, last 20:\n{said}"
+        )
 
 
 #: the notebook panel on screen (other tabs stay in the page, hidden)
@@ -375,7 +408,7 @@ def test_chapters_open_and_save_unmodified_with_live_stored_widgets(
             views = _stored_views(saved)
             # every stored widget restored and drawn: the widget manager has
             # registered every model by then
-            page.wait_for_function(f"() => ({WIDGETS_DRAWN})() === {views}")
+            _wait_until_drawn(page, name, views)
             page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000)
             assert not page.evaluate(DIRTY), f"{name} is modified, untouched"
             page.evaluate(
