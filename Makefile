@@ -291,11 +291,10 @@ distclean: clean
 
 # pip installs one package at a time, on one core: two runs side by side
 # take every other pin each, without dependencies (requirements.txt lists
-# them all), then the package is added and `pip check` confirms that every
-# dependency of every package, the package's own ranges too, is met by the
-# pins (it names what is missing or at a wrong version).  A resolving run of
-# pip over requirements.txt would find the same in 14 CPU-seconds, `pip
-# check` takes 2.
+# them all, setuptools and wheel too); then the package, and `pip check`,
+# which fails naming any dependency of any package (the package's own
+# ranges too) that the pins miss or contradict.  (A resolving pip run
+# would quietly install what is missing, unpinned, in 14 CPU-seconds.)
 # pip byte-compiles what it installs (34 CPU-seconds): left to Python, the
 # twenty processes a test launches at once each compiled torch for itself
 # (a make test took 1,694 CPU-seconds instead of 878).

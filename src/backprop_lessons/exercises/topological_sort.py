@@ -38,6 +38,7 @@ import io
 import math
 import numbers
 import sys
+import textwrap
 from collections import Counter
 from collections.abc import Callable
 
@@ -57,6 +58,7 @@ from . import value_nodes
 from .checking import (
     AUTOGRAD,
     BOOKS_AUTODIFF,
+    WIDTH,
     NotAttempted,
     NotYet,
     Verdict,
@@ -210,7 +212,8 @@ def _order_mistake(order: list, root: Value, graph: str) -> str:
         return (
             f"your order on the {graph} is reversed: it starts with the root. "
             "List every value after its inputs, the root last (backward then "
-            "walks the list from its end)"
+            "walks the list from its end). With a stack of jobs, a value's "
+            "job of going into the order lies under its inputs' jobs (Hint 1)"
         )
     position = {id(v): i for i, v in enumerate(order)}
     for v in order:
@@ -645,6 +648,19 @@ def your_engine(*, add, mul, tanh, relu, backward, exercise: int) -> Engine:
         whose = "yours" if verdict.correct else "the package's"
         label = getattr(fn, "__name__", part)
         lines.append(f"  {label:<12} {whose} ({where}: {verdict.status})")
+        if verdict.attempted and not verdict.correct and verdict.hint:
+            # why not yet, under the line, as the check itself would say
+            lines += [
+                textwrap.fill(
+                    line,
+                    WIDTH,
+                    initial_indent=" " * 15,
+                    subsequent_indent=" " * 15,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                for line in verdict.hint.split("\n")
+            ]
     print(
         "The network trains with each function of yours that passes its "
         "check,\nand with the package's in its place until then:",
