@@ -95,7 +95,7 @@ def test_finite_differences_by_hand_are_only_about_right(capsys):
     assert "only about right, as finite differences give it" in verdict.hint
 
 
-def test_the_book_scalar_hvps_arerefused(capsys):
+def test_the_book_scalar_hvps_are_refused(capsys):
     from backprop_lessons.higher_order import hvp_reverse_over_reverse
 
     def scalar(loss_fn, arrays, vs):  # a method of the engine's own, flat

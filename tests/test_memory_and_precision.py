@@ -398,7 +398,7 @@ def test_each_check_runs_three_shapes_one_with_a_single_b_or_t(check, capsys):
 # ---- what a backward by hand may not call ------------------------------------
 
 
-def test_the_books_backward_isrefused(capsys):
+def test_the_books_backward_is_refused(capsys):
     from backprop_lessons.gpt.layers import attention_backward as bound
 
     book = "backprop_lessons.gpt.layers."
@@ -423,7 +423,7 @@ def test_the_books_backward_isrefused(capsys):
     )
 
 
-def test_an_engines_gradient_isrefused(capsys):
+def test_an_engines_gradient_is_refused(capsys):
     from backprop_lessons.gpt.reference import torch_attention
     from backprop_lessons.tensor import Tensor, cross_entropy
 

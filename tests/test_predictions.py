@@ -104,7 +104,7 @@ def test_a_prediction_is_a_function_whose_failing_line_is_quoted(capsys):
     _status(E.check_prediction("ddp-bytes", 2952, exercise=1), "not yet", "pass")
 
 
-def test_the_measuring_code_isrefused(capsys):
+def test_the_measuring_code_is_refused(capsys):
     """Calling what measures is not predicting (each call below would be
     refused before it ran: nothing is launched)."""
     pytest.importorskip("torch")
