@@ -19,11 +19,8 @@ def test_the_process_and_jupyterlab_tests_are_grouped(request):
     ungrouped = [
         item.nodeid
         for item in request.session.items
-        for marker, group in (
-            ("multiprocess", "multiprocess"),
-            ("jupyterlab", "jupyterlab"),
-        )
-        if item.get_closest_marker(marker)
+        for group in ("multiprocess", "jupyterlab")  # each its marker's name
+        if item.get_closest_marker(group)
         and not item.nodeid.endswith(f"@{group}")
     ]
     assert not ungrouped, (

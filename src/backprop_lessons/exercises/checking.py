@@ -78,14 +78,16 @@ CORRECT, NOT_YET, NOT_ATTEMPTED = "correct", "not yet", "not attempted yet"
 WIDTH = 79
 
 
-def wrapped(text: str) -> str:
+def wrapped(text: str, indent: str = "") -> str:
     """`text` with each of its lines broken between words to at most WIDTH
-    characters, the continuations indented by four spaces."""
+    characters, the continuations indented by four spaces (every line
+    starting with `indent`)."""
     return "\n".join(
         textwrap.fill(
             line,
             WIDTH,
-            subsequent_indent="    ",
+            initial_indent=indent,
+            subsequent_indent=indent + "    ",
             break_long_words=False,
             break_on_hyphens=False,
         )

@@ -38,7 +38,6 @@ import io
 import math
 import numbers
 import sys
-import textwrap
 from collections import Counter
 from collections.abc import Callable
 
@@ -58,13 +57,13 @@ from . import value_nodes
 from .checking import (
     AUTOGRAD,
     BOOKS_AUTODIFF,
-    WIDTH,
     NotAttempted,
     NotYet,
     Verdict,
     attempt,
     readers_code,
     run_check,
+    wrapped,
 )
 from .questions import Choice, Number
 
@@ -650,17 +649,7 @@ def your_engine(*, add, mul, tanh, relu, backward, exercise: int) -> Engine:
         lines.append(f"  {label:<12} {whose} ({where}: {verdict.status})")
         if verdict.attempted and not verdict.correct and verdict.hint:
             # why not yet, under the line, as the check itself would say
-            lines += [
-                textwrap.fill(
-                    line,
-                    WIDTH,
-                    initial_indent=" " * 15,
-                    subsequent_indent=" " * 15,
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-                for line in verdict.hint.split("\n")
-            ]
+            lines.append(wrapped(verdict.hint, indent=" " * 15))
     print(
         "The network trains with each function of yours that passes its "
         "check,\nand with the package's in its place until then:",
