@@ -1,7 +1,7 @@
 """The background launches of the multiprocess tests take turns.
 
 Two launchers start programs in the background and let the tests in the
-pytest process go on meanwhile: test_ddp_train's (eight runs, 18 processes)
+pytest process go on meanwhile: test_ddp_train's (seven runs, 15 processes)
 and chapter12_launch's trainer runs (eight runs, 20 processes), which
 outlive the module that starts them (their fixture is the session's).
 Started over each other, the two sets put about forty interpreters with
