@@ -33,20 +33,7 @@ from test_topological_sort import (
     preorder_reversed,
     readiness_backward,
 )
-
-
-def run(check, *answers, capsys, exercise: int = 1):
-    """The verdict of check(*answers) and the one line it printed."""
-    verdict = check(*answers, exercise=exercise)
-    printed = capsys.readouterr().out
-    assert printed == f"{verdict}\n"
-    assert isinstance(verdict, Verdict)
-    return verdict
-
-
-def assert_verdict(verdict, status, hint=""):
-    assert verdict.status == status, str(verdict)
-    assert hint in verdict.hint, str(verdict)
+from verdicts import assert_verdict, run
 
 
 def stub_raising(*args):

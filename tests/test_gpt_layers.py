@@ -31,6 +31,7 @@ from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
 from backprop_lessons.gpt.layers import gelu_backward
 from backprop_lessons.gpt.model import BLOCK_PARAMETERS, gpt_backward
+from verdicts import assert_not_yet
 
 torch = pytest.importorskip("torch")
 
@@ -46,12 +47,6 @@ def run(check, answer, capsys):
         assert printed == f"{verdict}\n"
     assert isinstance(verdict, Verdict)
     return verdict
-
-
-def assert_not_yet(verdict, *parts):
-    assert verdict.status == "not yet", str(verdict)
-    for part in parts:
-        assert part in verdict.hint, str(verdict)
 
 
 def stub_ellipsis(*args): ...

@@ -15,6 +15,7 @@ import pytest
 from backprop_lessons.exercises import check_batchnorm_backward, mlp_by_hand
 from backprop_lessons.exercises.checking import Verdict
 from backprop_lessons.gpt import layers
+from verdicts import assert_not_yet
 
 torch = pytest.importorskip("torch")
 
@@ -35,12 +36,6 @@ def run(check, answer, capsys, exercise=1):
 
 def verdict_of(check, answer, capsys):
     return run(check, answer, capsys)[0]
-
-
-def assert_not_yet(verdict, *parts):
-    assert verdict.status == "not yet", str(verdict)
-    for part in parts:
-        assert part in verdict.hint, str(verdict)
 
 
 def stub_raising(*args):
