@@ -125,7 +125,7 @@ def raising_order(root):
 
 def test_the_order_check_takes_any_valid_order(capsys):
     for right in (iterative_order, kahn_order):
-        assert run(check_topological_order, right, capsys=capsys).correct
+        assert run(check_topological_order, right, capsys).correct
 
 
 def graph_order_module(root):
@@ -147,7 +147,7 @@ def graph_order_module(root):
 def test_the_packages_order_is_refused(check, gaming, capsys):
     """Exercises 1 and 4 ask for the order itself: the package's is
     refused, named, however it is reached."""
-    verdict = run(check, gaming, capsys=capsys)
+    verdict = run(check, gaming, capsys)
     assert_verdict(
         verdict,
         "not yet",
@@ -172,13 +172,11 @@ def test_the_packages_order_is_refused(check, gaming, capsys):
     ],
 )
 def test_the_order_check_names_each_slip(wrong, hints, capsys):
-    assert_verdict(
-        run(check_topological_order, wrong, capsys=capsys), "not yet", *hints
-    )
+    assert_verdict(run(check_topological_order, wrong, capsys), "not yet", *hints)
 
 
 def test_a_recursive_order_is_told_it_recursed(capsys):
-    verdict = run(check_topological_order, recursive_order, capsys=capsys)
+    verdict = run(check_topological_order, recursive_order, capsys)
     assert_verdict(
         verdict, "not yet", "your order recursed", "use an explicit stack"
     )
@@ -193,11 +191,11 @@ def test_a_recursive_order_is_told_it_recursed(capsys):
 def test_the_order_check_on_stubs_and_raising_answers(capsys):
     for answer in (stub, stub_ellipsis, lambda root: None):
         assert_verdict(
-            run(check_topological_order, answer, capsys=capsys),
+            run(check_topological_order, answer, capsys),
             "not attempted yet",
             "my_topological_order(root)",
         )
-    verdict = run(check_topological_order, raising_order, capsys=capsys)
+    verdict = run(check_topological_order, raising_order, capsys)
     assert_verdict(verdict, "not yet", "your code raised AttributeError")
     assert verdict.where[-1].endswith(
         "return [root._parents] # no such attribute"
@@ -245,11 +243,9 @@ def backward_loop(
 
 
 def test_the_backward_check_takes_the_loop(capsys):
-    assert run(check_backward, backward_loop, capsys=capsys).correct
+    assert run(check_backward, backward_loop, capsys).correct
     seed_added = lambda root: backward_loop(root, seed="+=")  # noqa: E731
-    assert run(
-        check_backward, seed_added, capsys=capsys
-    ).correct  # the same, zeroed
+    assert run(check_backward, seed_added, capsys).correct  # the same, zeroed
 
 
 def backward_by_torch(root):
@@ -313,7 +309,7 @@ def test_the_packages_backward_and_autograd_are_refused(gaming, called, capsys):
     however reached (the method, the engine's, example_graphs' loop, the
     stepper's frames, the check's own), and PyTorch's autograd are refused
     and named."""
-    verdict = run(check_backward, gaming, capsys=capsys)
+    verdict = run(check_backward, gaming, capsys)
     assert_verdict(verdict, "not yet", "your code called")
     assert called in verdict.hint, verdict.hint
 
@@ -340,19 +336,19 @@ def test_the_packages_backward_and_autograd_are_refused(gaming, called, capsys):
 )
 def test_the_backward_check_names_each_slip(slip, hints, capsys):
     verdict = run(
-        check_backward, lambda root: backward_loop(root, **slip), capsys=capsys
+        check_backward, lambda root: backward_loop(root, **slip), capsys
     )
     assert_verdict(verdict, "not yet", *hints)
 
 
 def test_the_backward_check_on_stubs_and_raising_answers(capsys):
     assert_verdict(
-        run(check_backward, stub, capsys=capsys),
+        run(check_backward, stub, capsys),
         "not attempted yet",
         "my_backward(root)",
     )
     # a backward that does nothing is told what comes first: the seed
-    verdict = run(check_backward, stub_ellipsis, capsys=capsys)
+    verdict = run(check_backward, stub_ellipsis, capsys)
     assert_verdict(verdict, "not yet", "nothing moves until it is set")
 
     def my_backward(root):
@@ -361,7 +357,7 @@ def test_the_backward_check_on_stubs_and_raising_answers(capsys):
         for node in reversed(order):
             node.push()  # Values have no such method
 
-    verdict = run(check_backward, my_backward, capsys=capsys)
+    verdict = run(check_backward, my_backward, capsys)
     assert_verdict(verdict, "not yet", "your code raised AttributeError")
     assert verdict.where[-1].endswith("node.push() # Values have no such method")
 
@@ -377,7 +373,7 @@ def test_a_recursive_backward_is_told_it_recursed(capsys):
             for child, local in zip(node._children, node._local_grads):
                 child.grad += local * node.grad
 
-    verdict = run(check_backward, recursive_backward, capsys=capsys)
+    verdict = run(check_backward, recursive_backward, capsys)
     assert_verdict(verdict, "not yet", "your backward recursed", "explicit stack")
 
 
@@ -392,7 +388,7 @@ def test_readiness_that_counts_each_value_once_fails(capsys):
     def counts_once(root):
         readiness_backward(root, counts=False)
 
-    verdict = run(check_readiness_backward, counts_once, capsys=capsys)
+    verdict = run(check_readiness_backward, counts_once, capsys)
     assert_verdict(verdict, "not yet", "a used at two depths", "count every use")
 
 
@@ -427,18 +423,14 @@ def readiness_backward(root, *, leaves=False, counts=True, push="+="):
 
 
 def test_readiness_takes_a_right_answer(capsys):
-    assert run(
-        check_readiness_backward, readiness_backward, capsys=capsys
-    ).correct
+    assert run(check_readiness_backward, readiness_backward, capsys).correct
 
 
 def test_readiness_names_assigning_where_it_must_add(capsys):
     """`=` for `+=` (the live trial's slip): named, although on the check's
     graphs what it gives depends on the order of the ready values."""
     verdict = run(
-        check_readiness_backward,
-        partial(readiness_backward, push="="),
-        capsys=capsys,
+        check_readiness_backward, partial(readiness_backward, push="="), capsys
     )
     assert verdict.status == "not yet"
     assert "assigns (=) where it must add (+=)" in verdict.hint, verdict.hint
@@ -459,7 +451,7 @@ def test_readiness_names_each_slip_without_a_gradient(slip, hints, capsys):
     verdict = run(
         check_readiness_backward,
         lambda root: readiness_backward(root, **slip),
-        capsys=capsys,
+        capsys,
     )
     assert_verdict(verdict, "not yet", *hints)
     assert "instead of" not in verdict.hint
@@ -474,7 +466,7 @@ def test_readiness_of_an_unknown_slip_names_the_values_not_their_gradients(
             if not v._children:
                 v.grad *= 1.01
 
-    verdict = run(check_readiness_backward, off_by_a_bit, capsys=capsys)
+    verdict = run(check_readiness_backward, off_by_a_bit, capsys)
     assert_verdict(verdict, "not yet", "the gradient of", "is wrong")
     assert not any(ch.isdigit() for ch in verdict.hint.split("is wrong")[1])
 
@@ -494,7 +486,7 @@ def test_readiness_refuses_an_order_and_the_packages_backward(
 ):
     """Exercise 5 computes no topological order first, and refuses the
     package's backward and autograd as exercise 2 does."""
-    verdict = run(check_readiness_backward, gaming, capsys=capsys)
+    verdict = run(check_readiness_backward, gaming, capsys)
     assert_verdict(verdict, "not yet", "your code called")
     assert called in verdict.hint, verdict.hint
 
@@ -527,8 +519,8 @@ def recursive_depth(root):
 
 
 def test_the_depth_check_takes_a_right_answer_and_a_stub(capsys):
-    assert run(check_depth, depth, capsys=capsys).correct
-    assert run(check_depth, stub, capsys=capsys).status == "not attempted yet"
+    assert run(check_depth, depth, capsys).correct
+    assert run(check_depth, stub, capsys).status == "not attempted yet"
 
 
 @pytest.mark.parametrize(
@@ -553,16 +545,14 @@ def test_the_depth_check_names_each_slip_without_the_depth(wrong, hints, capsys)
     table of the printed depths would pass.  Now a slip is named, the
     reader's own number quoted, never the right one; and the graphs it
     runs on are not the page's."""
-    verdict = run(check_depth, wrong, capsys=capsys)
+    verdict = run(check_depth, wrong, capsys)
     assert_verdict(verdict, "not yet", *hints)
     assert "should be" not in verdict.hint
 
 
 def test_a_table_of_the_pages_depths_does_not_pass(capsys):
     pages = {"f": 3, "o": 4}  # the relu example's and the neuron's
-    verdict = run(
-        check_depth, lambda root: pages.get(root.label, 0), capsys=capsys
-    )
+    verdict = run(check_depth, lambda root: pages.get(root.label, 0), capsys)
     assert_verdict(verdict, "not yet", "graph out = (a + a) * c")
 
 

@@ -87,9 +87,9 @@ SOLUTIONS = {
 @pytest.mark.parametrize("name", SOLUTIONS)
 def test_the_solutions_are_correct_and_stubs_not_attempted(name, capsys):
     check = getattr(value_nodes, name)
-    assert run(check, SOLUTIONS[name], capsys=capsys).correct
+    assert run(check, SOLUTIONS[name], capsys).correct
     for stub in (stub_raising, stub_ellipsis):
-        verdict = run(check, stub, capsys=capsys)
+        verdict = run(check, stub, capsys)
         assert verdict.status == "not attempted yet", str(verdict)
 
 
@@ -103,7 +103,7 @@ def test_a_stub_is_named_by_the_readers_name(capsys):
     def my_mul(a, b):
         raise NotImplementedError
 
-    verdict = run(value_nodes.check_mul, my_mul, capsys=capsys, exercise=2)
+    verdict = run(value_nodes.check_mul, my_mul, capsys, exercise=2)
     assert str(verdict) == (
         "Exercise 2: not attempted yet - write my_mul(a, b): return one new Value"
     )
@@ -347,7 +347,7 @@ SLIPS = [
     "name,wrong,words", [(s[0], s[1], s[2:]) for s in SLIPS], ids=lambda v: ""
 )
 def test_each_classic_slip_is_named(name, wrong, words, capsys):
-    verdict = run(getattr(value_nodes, name), wrong, capsys=capsys)
+    verdict = run(getattr(value_nodes, name), wrong, capsys)
     assert_not_yet(verdict, *words)
 
 
@@ -392,14 +392,14 @@ SHAPES = [
 
 @pytest.mark.parametrize("wrong,words", SHAPES, ids=lambda v: "")
 def test_the_nodes_shape_is_checked(wrong, words, capsys):
-    assert_not_yet(run(value_nodes.check_add, wrong, capsys=capsys), words)
+    assert_not_yet(run(value_nodes.check_add, wrong, capsys), words)
 
 
 def test_the_children_may_be_a_list_and_the_derivatives_ints(capsys):
     def my_add(a, b):
         return Value(a.data + b.data, "", [a, b], [1, 1], "+")
 
-    assert run(value_nodes.check_add, my_add, capsys=capsys).correct
+    assert run(value_nodes.check_add, my_add, capsys).correct
 
 
 def test_an_operation_must_build_its_node_itself(capsys):
@@ -418,7 +418,7 @@ def test_an_operation_must_build_its_node_itself(capsys):
         ("check_divide", lambda a, b: a / b, "the package's own /"),
         ("check_softplus", lambda v: (v.exp() + 1).log(), "own .exp()"),
     ]:
-        verdict = run(getattr(value_nodes, name), answer, capsys=capsys)
+        verdict = run(getattr(value_nodes, name), answer, capsys)
         assert_not_yet(verdict, "your code called backprop_lessons.scalar.")
         assert_not_yet(verdict, words, "build the one node")
         assert verdict.where and verdict.where[0].startswith("in <lambda>")
@@ -494,7 +494,7 @@ def test_a_derivative_found_by_differentiation_is_refused(
     """The local derivative is the reader's to work out: PyTorch's autograd,
     the book's engines, dual numbers, finite differences and the package's
     helpers for it are refused, named, and the reader's line quoted."""
-    verdict = run(getattr(value_nodes, name), gaming, capsys=capsys)
+    verdict = run(getattr(value_nodes, name), gaming, capsys)
     assert_not_yet(verdict, "your code called", words)
     assert verdict.where and verdict.where[-1].startswith(f"in {gaming.__name__}")
 
@@ -504,22 +504,18 @@ def test_an_operation_may_not_change_its_inputs(capsys):
         a.grad = b.data
         return Value(a.data * b.data, "", (a, b), (b.data, a.data), "*")
 
-    assert_not_yet(
-        run(value_nodes.check_mul, my_mul, capsys=capsys), "changed an input"
-    )
+    assert_not_yet(run(value_nodes.check_mul, my_mul, capsys), "changed an input")
 
 
 def test_a_fallback_hint_points_to_hint_3_and_gives_no_number(capsys):
     def my_mul(a, b):
         return Value(a.data * b.data, "", (a, b), (b.data + 1, a.data), "*")
 
-    verdict = run(value_nodes.check_mul, my_mul, capsys=capsys)
+    verdict = run(value_nodes.check_mul, my_mul, capsys)
     assert_not_yet(verdict, "child 1, a", "-3.0", "see Hint 3")
     assert "-4.0" not in verdict.hint  # the right local derivative
     verdict = run(
-        value_nodes.check_exp,
-        lambda x: node(2.0**x.data, (x,), (1,)),
-        capsys=capsys,
+        value_nodes.check_exp, lambda x: node(2.0**x.data, (x,), (1,)), capsys
     )
     assert_not_yet(verdict, "forward value", "not e ** x")
 
@@ -533,7 +529,7 @@ def test_tanh_must_not_overflow_at_plus_or_minus_400(capsys):
         t = (e - 1) / (e + 1)
         return Value(t, "", (x,), (1 - t * t,), "tanh")
 
-    verdict = run(value_nodes.check_tanh, my_tanh, capsys=capsys, exercise=5)
+    verdict = run(value_nodes.check_tanh, my_tanh, capsys, exercise=5)
     assert_not_yet(verdict, "at x = 400", "OverflowError", "compute t without")
     line = my_tanh.__code__.co_firstlineno + 1
     assert verdict.where == (
@@ -546,9 +542,7 @@ def test_tanh_must_not_overflow_at_plus_or_minus_400(capsys):
         t = (1 - e) / (1 + e)
         return Value(t, "", (x,), (1 - t * t,), "tanh")
 
-    assert_not_yet(
-        run(value_nodes.check_tanh, my_tanh_left, capsys=capsys), "x = -400"
-    )
+    assert_not_yet(run(value_nodes.check_tanh, my_tanh_left, capsys), "x = -400")
 
     def my_tanh_numpy(x):  # inf / inf: nan, and no error
         with np.errstate(over="ignore", invalid="ignore"):
@@ -556,7 +550,7 @@ def test_tanh_must_not_overflow_at_plus_or_minus_400(capsys):
             t = (e - 1) / (e + 1)
         return Value(t, "", (x,), (1 - t * t,), "tanh")
 
-    verdict = run(value_nodes.check_tanh, my_tanh_numpy, capsys=capsys)
+    verdict = run(value_nodes.check_tanh, my_tanh_numpy, capsys)
     assert_not_yet(verdict, "at x = 400", "is nan here")
 
 
@@ -566,14 +560,14 @@ def test_tanh_from_exp_of_minus_2_abs_x_is_right(capsys):
         t = math.copysign((1 - e) / (1 + e), x.data)
         return Value(t, "", (x,), ((1 - t) * (1 + t),), "tanh")
 
-    assert run(value_nodes.check_tanh, my_tanh, capsys=capsys).correct
+    assert run(value_nodes.check_tanh, my_tanh, capsys).correct
 
 
 def test_pow_takes_k_as_a_plain_number(capsys):
     verdict = run(
         value_nodes.check_pow,
         lambda x, k: node(x.data**k.data, (x,), (1.0,)),
-        capsys=capsys,
+        capsys,
     )
     assert_not_yet(verdict, "AttributeError", "k is a plain number")
 
@@ -594,7 +588,7 @@ def test_pow_is_checked_at_zero_negative_and_fractional_exponents(capsys):
         def my_pow(x, k, wrong=wrong):
             return node(x.data**k, (x,), (wrong(x.data, k),))
 
-        assert_not_yet(run(value_nodes.check_pow, my_pow, capsys=capsys), where)
+        assert_not_yet(run(value_nodes.check_pow, my_pow, capsys), where)
 
 
 def test_the_binary_checks_use_zero_and_negative_inputs(capsys):
@@ -602,16 +596,14 @@ def test_the_binary_checks_use_zero_and_negative_inputs(capsys):
         local = (b.data, a.data) if a.data and b.data else (1.0, 1.0)
         return node(a.data * b.data, (a, b), local)
 
-    assert_not_yet(run(value_nodes.check_mul, zero_blind, capsys=capsys), "a = 0")
+    assert_not_yet(run(value_nodes.check_mul, zero_blind, capsys), "a = 0")
 
     def sign_blind(a, b):  # wrong where both inputs are negative
         both = a is not b and a.data < 0 and b.data < 0
         local = (-b.data, -a.data) if both else (b.data, a.data)
         return node(a.data * b.data, (a, b), local)
 
-    assert_not_yet(
-        run(value_nodes.check_mul, sign_blind, capsys=capsys), "b = -6"
-    )
+    assert_not_yet(run(value_nodes.check_mul, sign_blind, capsys), "b = -6")
 
 
 def test_a_raising_operation_is_quoted(capsys):
@@ -619,7 +611,7 @@ def test_a_raising_operation_is_quoted(capsys):
         e = math.exp(x.data)
         return Value(e, "", (x,), (e + 0 * math.log(x.data),), "exp")
 
-    verdict = run(value_nodes.check_exp, my_exp, capsys=capsys)
+    verdict = run(value_nodes.check_exp, my_exp, capsys)
     assert_not_yet(verdict, "at x = -2", "your code raised ValueError")
     line = my_exp.__code__.co_firstlineno + 2
     assert verdict.where[0].startswith(f"in my_exp, line {line}: return Value(")
@@ -633,7 +625,7 @@ def test_softplus_must_not_overflow(capsys):
         e = math.exp(v.data)
         return Value(math.log1p(e), "", (v,), (e / (1.0 + e),), "softplus")
 
-    verdict = run(value_nodes.check_softplus, overflowing, capsys=capsys)
+    verdict = run(value_nodes.check_softplus, overflowing, capsys)
     assert_not_yet(verdict, "at x = 800", "OverflowError", "e ** x overflows")
 
 
@@ -646,7 +638,7 @@ def test_softplus_slope_must_not_overflow_far_left(capsys):
         value = max(x, 0.0) + math.log1p(math.exp(-abs(x)))
         return Value(value, "", (v,), (1.0 / (1.0 + math.exp(-x)),), "softplus")
 
-    verdict = run(value_nodes.check_softplus, naive_sigmoid, capsys=capsys)
+    verdict = run(value_nodes.check_softplus, naive_sigmoid, capsys)
     assert_not_yet(verdict, "at x = -800", "OverflowError", "e ** -x overflows")
 
 
@@ -659,16 +651,14 @@ def test_softplus_must_be_right_far_left(capsys):
         value = max(x, 0.0) + math.log(1.0 + math.exp(-abs(x)))
         return Value(value, "", (v,), (float_sigmoid(x),), "softplus")
 
-    verdict = run(value_nodes.check_softplus, rounding, capsys=capsys)
+    verdict = run(value_nodes.check_softplus, rounding, capsys)
     assert_not_yet(verdict, "softplus(-40)", "math.log1p")
 
     def dropped_the_log(v):  # max(x, 0) alone: wrong for small |x|
         x = v.data
         return Value(max(x, 0.0), "", (v,), (float_sigmoid(x),), "softplus")
 
-    assert_not_yet(
-        run(value_nodes.check_softplus, dropped_the_log, capsys=capsys)
-    )
+    assert_not_yet(run(value_nodes.check_softplus, dropped_the_log, capsys))
 
 
 def float_sigmoid(x):
@@ -692,7 +682,7 @@ def float_sigmoid(x):
     ],
 )
 def test_softplus_slips(wrong, words, capsys):
-    assert_not_yet(run(value_nodes.check_softplus, wrong, capsys=capsys), words)
+    assert_not_yet(run(value_nodes.check_softplus, wrong, capsys), words)
 
 
 def test_a_raising_answer_is_quoted(capsys):
@@ -700,7 +690,7 @@ def test_a_raising_answer_is_quoted(capsys):
         x = np.array([v.data])
         return x[3]  # out of bounds
 
-    verdict = run(value_nodes.check_softplus, softplus, capsys=capsys)
+    verdict = run(value_nodes.check_softplus, softplus, capsys)
     assert_not_yet(verdict, "your code raised IndexError")
     line = softplus.__code__.co_firstlineno + 2
     assert verdict.where == (
@@ -768,7 +758,7 @@ def buggy_divide(a, b):
 def test_divide_slips(wrong, words, capsys):
     """Each named; no hint prints a derivative (nor the forward value) the
     reader is asked for: the right d/db at (3, 2) is -0.75."""
-    verdict = run(value_nodes.check_divide, wrong, capsys=capsys)
+    verdict = run(value_nodes.check_divide, wrong, capsys)
     assert_not_yet(verdict, *([words] if isinstance(words, str) else words))
     assert "0.75" not in verdict.hint and "should be" not in verdict.hint
 
@@ -781,8 +771,7 @@ def test_divide_by_itself_has_gradient_zero(capsys):
         )
 
     assert_not_yet(
-        run(value_nodes.check_divide, a_over_a_wrong, capsys=capsys),
-        "divide(a, a)",
+        run(value_nodes.check_divide, a_over_a_wrong, capsys), "divide(a, a)"
     )
 
 
@@ -802,21 +791,21 @@ def test_divide_by_itself_has_gradient_zero(capsys):
     ],
 )
 def test_hand_trace_slips(answer, words, capsys):
-    verdict = run(value_nodes.check_hand_gradients, lambda: answer, capsys=capsys)
+    verdict = run(value_nodes.check_hand_gradients, lambda: answer, capsys)
     assert_not_yet(verdict, words)
 
 
 def test_hand_trace_in_a_function_or_a_dict(capsys):
     check = value_nodes.check_hand_gradients
-    assert run(check, {"a": 3, "b": 4}, capsys=capsys).correct
+    assert run(check, {"a": 3, "b": 4}, capsys).correct
     for stub in ({"a": ..., "b": ...}, lambda: {"a": ..., "b": 4.0}):
-        assert run(check, stub, capsys=capsys).status == "not attempted yet"
+        assert run(check, stub, capsys).status == "not attempted yet"
 
     def hand_gradients():
         b = 3
         return {"a": b, "b": a + 2 * b}  # noqa: F821 (a is not defined)
 
-    verdict = run(check, hand_gradients, capsys=capsys)
+    verdict = run(check, hand_gradients, capsys)
     assert_not_yet(verdict, "NameError")
     assert verdict.where[0].startswith("in hand_gradients, line ")
 
@@ -953,7 +942,5 @@ MUTANTS["check_softplus"] = [
     [(name, i) for name, mutants in MUTANTS.items() for i in range(len(mutants))],
 )
 def test_every_mutant_of_a_solution_fails(name, number, capsys):
-    verdict = run(
-        getattr(value_nodes, name), MUTANTS[name][number], capsys=capsys
-    )
+    verdict = run(getattr(value_nodes, name), MUTANTS[name][number], capsys)
     assert verdict.status == "not yet", str(verdict)

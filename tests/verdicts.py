@@ -7,9 +7,9 @@ from __future__ import annotations
 from backprop_lessons.exercises.checking import Verdict
 
 
-def run(check, *answers, capsys, exercise: int = 1) -> Verdict:
-    """The verdict of check(*answers), which printed exactly itself."""
-    verdict = check(*answers, exercise=exercise)
+def run(check, answer, capsys, exercise: int = 1) -> Verdict:
+    """The verdict of check(answer), which printed exactly itself."""
+    verdict = check(answer, exercise=exercise)
     assert capsys.readouterr().out == f"{verdict}\n"
     assert isinstance(verdict, Verdict)
     return verdict
