@@ -7,12 +7,21 @@ the same run as the tests (tests/conftest.py holds the tests' own).
   the kernel died before it started ("Address already in use").  A socket
   file in a folder of its own cannot be taken.
 - Each notebook's cells stay together, in order, on one xdist worker: they
-  form an xdist group (`--dist loadgroup`), named after the notebook.
+  form an xdist group (`--dist loadgroup`), named after the notebook.  A
+  notebook that starts processes (chapters 8 and 12: `launch(`,
+  `run_workers(`, `train_in_group(` in its code) is marked `multiprocess`
+  and joins the tests that start processes in their group
+  (tests/conftest.py): two launches side by side can break a gloo mesh, and
+  did, in chapter 8's `--fsdp --accumulate 2` run beside
+  test_ddp_train's (a rank aborted).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -60,9 +69,28 @@ def pytest_configure(config):
         _ipc_kernels()
 
 
+#: a call in a notebook's code that starts processes
+STARTS_PROCESSES = re.compile(r"\b(launch|run_workers|train_in_group)\(")
+
+
+@functools.cache
+def starts_processes(notebook: Path) -> bool:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return any(
+        STARTS_PROCESSES.search("".join(cell["source"]))
+        for cell in cells
+        if cell["cell_type"] == "code"
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.fspath))
-        if path.suffix == ".ipynb":
+        if path.suffix != ".ipynb":
+            continue
+        if starts_processes(path):
+            item.add_marker(pytest.mark.multiprocess)
+            item.add_marker(pytest.mark.xdist_group("multiprocess"))
+        else:
             item.add_marker(pytest.mark.xdist_group(path.stem))

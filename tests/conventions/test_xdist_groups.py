@@ -3,7 +3,8 @@
 `--dist loadgroup` keeps a group's tests on one worker by the "@group" that
 xdist's own collection hook appends to their ids, from their
 `xdist_group` markers.  tests/conftest.py adds those markers for the tests
-that start processes and for the JupyterLab tests: added after xdist's
+that start processes and for the JupyterLab tests (the root conftest.py
+for the cells of the notebooks that start processes): added after xdist's
 hook, they are ignored, and those tests ran on both workers at once.
 """
 
