@@ -1,9 +1,17 @@
 """Fixtures for browser tests of the rendered book.
 
 The book in `_build/html` (or `$BOOK_HTML`) is served on 127.0.0.1 and
-opened in Debian's Chromium through Playwright.  Every request to another
-host is aborted and recorded, so a passing test proves the page works
+opened in Debian's Chromium through Playwright.  Chromium sends every
+request to another host to a proxy on this machine that refuses it (it
+bypasses proxies for 127.0.0.1 only), and each such request is recorded, so
+nothing leaves the machine and a passing test proves the page works
 offline.  Screenshots go to `_build/screenshots/`.
+
+Tests load their pages in tabs that stay open (`Tab`): a new tab costs
+about 2 CPU-seconds more than loading a page in one that is open (a
+renderer process started, the book's scripts compiled again), and the
+suite loads about 50 pages.  Each load starts clean: the storage of the
+page's origin emptied, the viewport, colour scheme and pointer reset.
 
 `demo_book` builds a one-page book of its own from
 `demo_book/conventions.ipynb` (executed here, with the real `_config.yml`,
@@ -22,6 +30,7 @@ import functools
 import http.server
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +45,16 @@ HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 DEMO_SOURCE = Path(__file__).resolve().parent / "demo_book"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+#: A port on 127.0.0.1 that refuses connections for the whole session: a
+#: socket bound to it that never listens.  Chromium's proxy (below).
+_REFUSER = socket.socket()
+_REFUSER.bind(("127.0.0.1", 0))
 CHROMIUM_ARGS = [
+    # every request to another host goes to this proxy, which refuses it;
+    # requests to 127.0.0.1 never use a proxy.  (Routing each request
+    # through Playwright did the same at ~25 ms of CPU per request: a third
+    # of the cost of loading a chapter.)
+    f"--proxy-server=http://127.0.0.1:{_REFUSER.getsockname()[1]}",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
@@ -53,9 +71,33 @@ DESKTOP = {"width": 1280, "height": 900}
 WAIT_MS = 180_000
 
 
+def elsewhere(url: str) -> bool:
+    """Whether a request for `url` would leave this machine (blob: and
+    data: URLs are the page's own memory)."""
+    parsed = urlparse(url)
+    return (
+        parsed.scheme not in ("blob", "data") and parsed.hostname != "127.0.0.1"
+    )
+
+
+#: An empty page every served directory answers with (see Tab.open).
+BLANK = "__blank__.html"
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+    def do_GET(self) -> None:
+        if self.path == "/" + BLANK:
+            body = b"<!doctype html><title>blank</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            super().do_GET()
 
 
 #: base URL -> the directory it serves
@@ -213,85 +255,107 @@ VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
 DEMO = "notebooks/conventions.html"  # the page of the demo book
 
 
-def _open(browser, base: str, contexts: list):
-    def open_page(
-        path: str,
-        width: int = DESKTOP["width"],
-        height: int = DESKTOP["height"],
-        mode: str | None = None,
-    ) -> BookPage:
-        """Load `path`; mode "light"/"dark" sets the system colour scheme and
-        the theme's stored choice, None leaves the book's default (auto)."""
-        options = {"viewport": {"width": width, "height": height}}
-        if mode:
-            options["color_scheme"] = mode
-        context = browser.new_context(**options)
-        context.set_default_timeout(WAIT_MS)
-        contexts.append(context)
-        if mode:
-            context.add_init_script(
-                f"localStorage.setItem('mode', '{mode}'); "
-                f"localStorage.setItem('theme', '{mode}');"
-            )
-        page = context.new_page()
-        result = BookPage(page, base + path)
+class Tab:
+    """A browser tab that tests load page after page in, in a context of its
+    own (its own storage).  `open` returns the loaded page as a BookPage,
+    which records what goes wrong from then until the tab's next `open`."""
 
-        def route(r):
-            if urlparse(r.request.url).hostname == "127.0.0.1":
-                r.continue_()
-            else:
-                result.external.append(r.request.url)
-                r.abort()
+    def __init__(self, browser):
+        self.context = browser.new_context(viewport=DESKTOP)
+        self.context.set_default_timeout(WAIT_MS)
+        self.page = self.context.new_page()
+        self.current: BookPage | None = None
 
-        page.route("**/*", route)
+        def record(kind: str, entry: str) -> None:
+            if self.current is not None:
+                getattr(self.current, kind).append(entry)
+
+        page = self.page
+        page.on(
+            "request", lambda r: elsewhere(r.url) and record("external", r.url)
+        )
         page.on(
             "console",
-            lambda m: m.type == "error" and result.console_errors.append(m.text),
+            lambda m: m.type == "error" and record("console_errors", m.text),
         )
-        page.on(
-            "pageerror", lambda e: result.console_errors.append(f"uncaught: {e}")
-        )
+        page.on("pageerror", lambda e: record("console_errors", f"uncaught: {e}"))
         page.on(
             "requestfailed",
             lambda r: (
                 urlparse(r.url).hostname == "127.0.0.1"
-                and result.failed.append(f"{r.url} ({r.failure})")
+                and record("failed", f"{r.url} ({r.failure})")
             ),
         )
         page.on(
             "response",
             lambda r: (
-                r.status >= 400 and result.failed.append(f"{r.url} ({r.status})")
+                r.status >= 400 and record("failed", f"{r.url} ({r.status})")
             ),
         )
-        page.goto(result.url, wait_until="networkidle")
+
+    def open(
+        self,
+        base: str,
+        path: str,
+        width: int = DESKTOP["width"],
+        height: int = DESKTOP["height"],
+        mode: str | None = None,
+        system: str | None = None,
+    ) -> BookPage:
+        """Load `base + path` as a reader's first visit: mode "light"/"dark"
+        sets the system colour scheme and the theme's stored choice, None
+        leaves the book's default (auto); `system` sets the system's scheme
+        alone (light unless `mode` says otherwise)."""
+        page = self.page
+        # an empty page of the same origin first: what the last page still
+        # sends or logs goes nowhere, and the origin's storage (the theme's
+        # stored mode) can be emptied before the page reads it
+        self.current = None
+        page.goto(base + BLANK)
+        page.evaluate(
+            """(mode) => {
+                localStorage.clear();
+                sessionStorage.clear();
+                if (mode) {
+                    localStorage.setItem('mode', mode);
+                    localStorage.setItem('theme', mode);
+                }
+            }""",
+            mode,
+        )
+        page.set_viewport_size({"width": width, "height": height})
+        page.emulate_media(color_scheme=system or mode or "light")
+        page.mouse.move(0, 0)  # no hover left over from the last test
+        self.current = BookPage(page, base + path)
+        page.goto(self.current.url, wait_until="networkidle")
         # loaded and laid out (a loaded machine lays a page out late)
         page.wait_for_function(
             "document.readyState === 'complete' && "
             "document.body.getBoundingClientRect().height > 0"
         )
-        return result
+        return self.current
 
-    return open_page
+
+@pytest.fixture(scope="session")
+def tab(browser) -> Tab:
+    """The tab that `book_page` and `demo_page` load their pages in."""
+    t = Tab(browser)
+    yield t
+    t.context.close()
 
 
 @pytest.fixture
-def book_page(browser, book_url):
+def book_page(tab, book_url):
     """`book_page("notebooks/01_value_nodes.html")` -> BookPage, loaded and
-    settled."""
-    contexts = []
-    yield _open(browser, book_url, contexts)
-    for c in contexts:
-        c.close()
+    settled (see Tab.open for `width`, `height` and `mode`).  A test's pages
+    share one tab: a second call loads its page in place of the first."""
+    return functools.partial(tab.open, book_url)
 
 
 @pytest.fixture
-def demo_page(browser, demo_book):
+def demo_page(tab, demo_book):
     """`demo_page(DEMO)` -> BookPage of the conventions book."""
-    contexts = []
-    yield _open(browser, demo_book, contexts)
-    for c in contexts:
-        c.close()
+    return functools.partial(tab.open, demo_book)
 
 
 @pytest.fixture(scope="session")
@@ -306,23 +370,24 @@ def shared_page(browser, book_url):
     stored choice and the attributes on <html> that the CSS reads (the
     system preference is emulated too).  Tests that need a page of their
     own use `book_page`.  The hook below runs the sharing tests page by
-    page, so only the two pages loaded last stay open."""
-    pages: dict[str, tuple[BookPage, list]] = {}
+    page; two tabs of their own hold the two pages loaded last, and the
+    next page is loaded in the tab of the older one."""
+    tabs: dict[str, Tab] = {}  # path -> the tab that holds it, oldest first
+    loaded: dict[str, BookPage] = {}
     modes: dict[str, str] = {}
 
     def get(path: str, mode: str = "light") -> BookPage:
-        if path not in pages:
-            while len(pages) >= 2:
-                _, contexts = pages.pop(next(iter(pages)))
-                for c in contexts:
-                    c.close()
-            contexts: list = []
-            pages[path] = (
-                _open(browser, book_url, contexts)(path, mode=mode),
-                contexts,
-            )
+        if path not in tabs:
+            if len(tabs) >= 2:
+                old = next(iter(tabs))
+                t = tabs.pop(old)
+                del loaded[old]
+            else:
+                t = Tab(browser)
+            tabs[path] = t
+            loaded[path] = t.open(book_url, path, mode=mode)
             modes[path] = mode
-        p = pages[path][0]
+        p = loaded[path]
         if modes[path] != mode:
             p.page.emulate_media(color_scheme=mode)
             p.page.evaluate(SET_MODE, mode)
@@ -336,9 +401,8 @@ def shared_page(browser, book_url):
         return p
 
     yield get
-    for _, contexts in pages.values():
-        for c in contexts:
-            c.close()
+    for t in tabs.values():
+        t.context.close()
 
 
 #: What pydata-sphinx-theme's switch does on a click (its function that

@@ -195,21 +195,12 @@ def test_demo_page_has_no_serious_accessibility_violations(demo_page, mode):
     assert not found, f"demo ({mode} mode):\n{_describe(found)}"
 
 
-def test_default_mode_follows_the_system_colour_scheme(browser, book_url):
+def test_default_mode_follows_the_system_colour_scheme(book_page):
     """With no stored choice, the book follows the reader's system setting."""
     for scheme in ("light", "dark"):
-        context = browser.new_context(color_scheme=scheme)
-        page = context.new_page()
-        page.route(
-            "**/*",
-            lambda r: (
-                r.continue_() if "127.0.0.1" in r.request.url else r.abort()
-            ),
-        )
-        page.goto(book_url + "book/intro.html", wait_until="networkidle")
+        page = book_page("book/intro.html", system=scheme).page
         assert page.evaluate("document.documentElement.dataset.mode") == "auto"
         assert page.evaluate("document.documentElement.dataset.theme") == scheme
-        context.close()
 
 
 def _luminance(hex_colour: str) -> float:

@@ -57,8 +57,10 @@ def test_every_page_renders_offline(shared_page, page):
             ).count()
             == 0
         )
-    for img in pg.locator("article img").all():
-        alt = img.get_attribute("alt") or ""
+    alts = pg.locator("article img").evaluate_all(
+        "(images) => images.map((img) => img.getAttribute('alt') || '')"
+    )
+    for alt in alts:
         assert alt.strip(), f"{page}: an image has no alt text"
         assert not re.search(r"\.(png|svg|jpe?g)$", alt), (
             f"{page}: an image's alt text is its file name: {alt}"
@@ -84,6 +86,27 @@ def test_launch_buttons(page):
     download = f"../_sources/{page}.ipynb"
     assert download in hrefs, f"no download link {download}"
     assert (HTML / "_sources" / f"{page}.ipynb").exists()
+
+
+def test_requests_to_other_hosts_are_refused_and_recorded(book_page):
+    """A page that asks another host, by name or by address, gets no answer:
+    Chromium's proxy refuses the request before it leaves the machine, and
+    assert_clean names it."""
+    p = book_page("book/intro.html")
+    urls = ["http://example.com/x.js", "http://93.184.215.14/x.js"]
+    for url in urls:
+        with p.page.expect_event("requestfailed") as failed:
+            outcome = p.page.evaluate(
+                "(url) => fetch(url, {mode: 'no-cors'})"
+                ".then(() => 'answered', () => 'refused')",
+                url,
+            )
+        assert outcome == "refused", url
+        assert failed.value.url == url
+        assert failed.value.failure == "net::ERR_PROXY_CONNECTION_FAILED"
+    assert p.external == urls
+    with pytest.raises(AssertionError, match="requests to other hosts"):
+        p.assert_clean()
 
 
 def test_search_finds_pages(book_page):

@@ -45,14 +45,13 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 import nbformat
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from .conftest import DESKTOP, ROOT, SCREENSHOTS, WAIT_MS
+from .conftest import DESKTOP, ROOT, SCREENSHOTS, WAIT_MS, elsewhere
 
 
 def _load(name: str, path: Path):
@@ -275,17 +274,10 @@ def _lab_page(browser):
     """(context, page, requests to other hosts) of a new JupyterLab tab."""
     context = browser.new_context(viewport=DESKTOP)
     external: list[str] = []
-
-    def route(r):
-        if urlparse(r.request.url).hostname == "127.0.0.1":
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)  # a loaded machine renders slowly
-    page.route("**/*", route)
+    # Chromium's proxy refuses them (conftest.CHROMIUM_ARGS)
+    page.on("request", lambda r: elsewhere(r.url) and external.append(r.url))
     # what the page logged, for the message of a wait that runs out
     CONSOLE[page] = []
     page.on(
