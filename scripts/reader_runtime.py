@@ -63,6 +63,7 @@ COLAB = ROOT / "tests" / "colab"
 PREINSTALLED = COLAB / "colab_preinstalled.txt"
 FREEZE = COLAB / "colab_pip_freeze.txt"
 REQUIREMENTS = ROOT / "requirements.txt"
+COMPILE = ROOT / "scripts" / "compile_site.py"
 KERNEL = "backprop-reader"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SETUP = "# Setup: the book's package"  # the first line of every setup cell
@@ -144,7 +145,7 @@ def link_from_venv(env: Path, names) -> list[str]:
 
 def _digest() -> str:
     h = hashlib.sha256()
-    for path in (Path(__file__), PREINSTALLED, FREEZE, REQUIREMENTS):
+    for path in (Path(__file__), COMPILE, PREINSTALLED, FREEZE, REQUIREMENTS):
         h.update(path.read_bytes())
     h.update(sys.version.encode())
     h.update(sys.prefix.encode())
@@ -170,11 +171,13 @@ def build(env: Path) -> None:
     subprocess.run(
         [
             python, "-m", "pip", "install", "--quiet",
-            "--disable-pip-version-check",
+            "--disable-pip-version-check", "--no-compile",
             "-c", env / "constraints.txt", *requirement_lines(PREINSTALLED),
         ],
         check=True,
     )  # fmt: skip
+    # compiled here, once, not by the kernels as they import it
+    subprocess.run([sys.executable, COMPILE, env], check=True)
     kernel = env / "share" / "jupyter" / "kernels" / KERNEL
     kernel.mkdir(parents=True)
     (kernel / "kernel.json").write_text(
