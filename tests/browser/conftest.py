@@ -364,7 +364,7 @@ def shared_page(browser, book_url):
     BookPage loaded once and shared by the tests on that page: those that
     only read it (the figure sizes, the text, the loading checks), then
     those marked `clicks` (the exercises and the self-checks), which change
-    it, then axe in light and in dark mode, then the phone test (at a
+    it, then axe in light and in dark mode, then the phone tests (at a
     phone's width, back in light mode).  Asked for another mode, the
     loaded page switches in place, as the theme's switch does it: the
     stored choice and the attributes on <html> that the CSS reads (the
@@ -424,7 +424,8 @@ def pytest_collection_modifyitems(config, items):
     each page the tests that only read it run first, then the tests marked
     `clicks`, which change it, then axe in light mode and in dark (on the
     page with its solutions open and its self-checks answered), and last
-    the phone test, which narrows the page and steps its steppers.
+    the phone tests, which narrow the page (test_navigation's check of the
+    page's width, then test_phone's, which steps the steppers).
 
     `make browser` runs two xdist workers (`--dist loadgroup`): the tests
     wait on page loads, typesetting and axe far more than they compute, so
@@ -442,8 +443,8 @@ def pytest_collection_modifyitems(config, items):
         phase = 1 if item.get_closest_marker("clicks") else 0
         if "accessibility" in item.nodeid:
             phase = 3 if params.get("mode") == "dark" else 2
-        if "test_phone" in item.nodeid:
-            phase = 4  # narrows the page to a phone's width for good
+        if "test_phone" in item.nodeid or "wider_than_a_phone" in item.nodeid:
+            phase = 4  # narrow the page to a phone's width for good
         return (params.get("page", ""), phase)
 
     shared = sorted((i for i in items if uses_shared(i)), key=page_and_phase)

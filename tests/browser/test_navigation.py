@@ -87,14 +87,12 @@ _LAID_OUT_WIDTH = """() => new Promise(done => requestAnimationFrame(() =>
 def test_no_page_is_wider_than_a_phone(shared_page, page):
     """Nothing (a long inline code name, a table, a formula) widens the page
     past a phone's screen: wide drawings and tables scroll in their own boxes.
-    The shared page is narrowed to a phone's width and then restored."""
+    The shared page is narrowed to a phone's width for good: the test runs
+    after every other test on it but test_phone (conftest.py), which reads
+    it at that width too."""
     p = shared_page(page + ".html")
-    size = p.page.viewport_size
     p.resize(PHONE)  # book.js marks wide formulas as scrolling boxes
-    try:
-        width = p.page.evaluate(_LAID_OUT_WIDTH)
-    finally:
-        p.resize(size)
+    width = p.page.evaluate(_LAID_OUT_WIDTH)
     assert width <= PHONE["width"], (
         f"{page}: {width} px wide at a phone's {PHONE['width']} px"
     )
