@@ -289,7 +289,8 @@ distclean: clean
 
 # ---- set-up -------------------------------------------------------------------
 
-# pip installs one package at a time, on one core: two runs side by side
+# pip installs one package at a time, on one core: first its own pin
+# (requirements.txt says why), then two runs side by side
 # take every other pin each, without dependencies (requirements.txt lists
 # them all, setuptools and wheel too); then the package, and `pip check`,
 # which fails naming any dependency of any package (the package's own
@@ -302,7 +303,8 @@ PIP := $(BIN)/pip install --quiet --disable-pip-version-check --no-compile
 
 $(STAMP): requirements.txt pyproject.toml | python-ok
 	$(PYTHON) -m venv $(VENV)
-	awk '/^[A-Za-z0-9]/ { print > (++n % 2 ? "$(VENV)/pins-odd.txt" : "$(VENV)/pins-even.txt") }' \
+	$(BIN)/pip install --quiet --disable-pip-version-check $$(grep '^pip==' requirements.txt)
+	awk '/^[A-Za-z0-9]/ && !/^pip==/ { print > (++n % 2 ? "$(VENV)/pins-odd.txt" : "$(VENV)/pins-even.txt") }' \
 	    requirements.txt
 	$(PIP) --no-deps -r $(VENV)/pins-odd.txt & odd=$$!; \
 	  $(PIP) --no-deps -r $(VENV)/pins-even.txt; even=$$?; \

@@ -1,11 +1,12 @@
 """The package as a reader installs it: `pip install .` into an empty virtual
-environment, with nothing but what pyproject.toml declares (from PyPI,
-through pip's cache).  PyTorch, an optional extra, comes from `.venv`
-through a `.pth` file that names a folder of links to exactly its files and
-its dependencies' (scripts/reader_runtime.py builds it), not a multi-GB
-download, and nothing else of `.venv` is visible: a `.pth` to `.venv`'s whole
-site-packages hid a missing dependency once (show.py asked Pygments for a
-style that only the book's theme brings).
+environment (by .venv's pip, `--python`), with nothing but what
+pyproject.toml declares (from PyPI, through pip's cache).  PyTorch, an
+optional extra, comes from `.venv` through a `.pth` file that names a folder
+of links to exactly its files and its dependencies'
+(scripts/reader_runtime.py builds it), not a multi-GB download, and nothing
+else of `.venv` is visible: a `.pth` to `.venv`'s whole site-packages hid a
+missing dependency once (show.py asked Pygments for a style that only the
+book's theme brings).
 
 In that environment, a probe imports every module of the package whose
 extras are present (Hugging Face's are not: the modules that need them must
@@ -117,10 +118,13 @@ def test_pip_install_brings_what_the_package_needs(tmp_path):
         ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
     )
     env = tmp_path / "env"
-    venv.EnvBuilder(with_pip=True).create(env)
+    venv.EnvBuilder().create(env)
     python = env / "bin" / "python"
-    _run(python, "-m", "pip", "install", "--quiet", "--no-compile",
-         "--disable-pip-version-check", source)  # fmt: skip
+    # this venv's pip, installing into env (env's own would take longer
+    # to be installed and to resolve)
+    _run(sys.executable, "-m", "pip", "--python", python, "install",
+         "--quiet", "--no-compile", "--disable-pip-version-check",
+         source)  # fmt: skip
 
     # the engines import without torch (outside the checkout, so that only
     # the installed copy can be found)
