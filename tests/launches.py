@@ -1,14 +1,15 @@
 """The background launches of the multiprocess tests take turns.
 
 Two launchers start programs in the background and let the tests in the
-pytest process go on meanwhile: test_ddp_train's (seven runs, 15 processes)
-and chapter12_launch's trainer runs (eight runs, 20 processes), which
+pytest process go on meanwhile: test_ddp_train's (six runs, 12 processes)
+and chapter12_launch's trainer runs (six runs, 14 processes), which
 outlive the module that starts them (their fixture is the session's).
-Started over each other, the two sets put about forty interpreters with
-torch on two cores at once, while the ranks of a collective must each get
-a core within the runs' 30-second collective timeout; taking turns, at most
-twenty (and the multiprocess tests took 163 CPU-seconds instead of 171,
-88 s instead of 92, alone on this machine).
+Started over each other, the two sets put 26 interpreters with torch on
+two cores at once, while the ranks of a collective must each get a core
+within the runs' 30-second collective timeout; taking turns, at most 14
+(when the sets were 15 and 20 processes, taking turns also made the
+multiprocess tests 163 CPU-seconds instead of 171, 88 s instead of 92,
+alone on this machine).
 
 So a launcher calls `take_turn()` before it starts a set: it returns once
 every process registered by an earlier set (`started`) has ended, or after

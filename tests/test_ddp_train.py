@@ -3,12 +3,16 @@ all at once.
 
 Each way starts fresh interpreters that import torch (seconds each, on 2
 shared cores), so one module fixture starts every run concurrently in the
-background - alone, torchrun x2, two torchrun "nodes" with a c10d
-rendezvous, --accumulate 2 (on two ranks), and a run whose rank 1 dies
-after step 3 - and starts the resume of that run (--fsdp, one process) as
+background - alone (through `ddp_train.launch`), two torchrun "nodes" with
+a c10d rendezvous (plain DDP on two ranks), `torchrun --standalone` with
+--accumulate 2 on two ranks, and a standalone run whose rank 1 dies after
+step 3 - and starts the resume of that run (--fsdp, one process) as
 soon as it has ended.  The tests then only read the outputs.  FSDP on two
 ranks is chapter 8's own launch (`--fsdp --accumulate 2` against the run
-alone, which nbval checks): not started again here.
+alone, which nbval checks): not started again here.  A launch costs ~9
+CPU-seconds (torchrun and two workers), so no way runs twice: plain DDP on
+two ranks is the two nodes' (and the crashing run's), `--standalone` the
+accumulating and the crashing runs'.
 
 Every process the fixture starts carries a marker in its environment, which
 torchrun passes on to its workers (they run in sessions of their own, so
@@ -291,7 +295,6 @@ def _start_every_run(runs: Launcher) -> None:
     )
     # alone, through ddp_train.launch as the chapter runs it
     runs.start_launch("alone", COMMON)
-    runs.start("torchrun", _torchrun_standalone())
     # The test hosts the two nodes' rendezvous store, on a port the OS picks
     # and that stays bound while they start (a port chosen first and bound
     # by a node later could be taken in between by another run's process);
@@ -334,7 +337,6 @@ def runs(launcher) -> dict[str, Finished]:
         for name in (
             "crash",
             "alone",
-            "torchrun",
             "node0",
             "node1",
             "accumulate",
@@ -430,11 +432,8 @@ Root Cause (first observed failure):
 # ---------------------------------------------------------------------------
 
 
-def test_four_ways_of_running_give_the_same_final_loss(runs):
-    losses = {
-        name: _succeeded(runs[name])
-        for name in ("alone", "torchrun", "accumulate")
-    }
+def test_every_way_of_running_gives_the_same_final_loss(runs):
+    losses = {name: _succeeded(runs[name]) for name in ("alone", "accumulate")}
     nodes = [runs["node0"], runs["node1"]]
     printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
     for n in nodes:
@@ -450,17 +449,16 @@ def test_four_ways_of_running_give_the_same_final_loss(runs):
 def test_each_way_runs_as_asked(runs):
     header = {
         name: runs[name].stdout.splitlines()[0]
-        for name in ("alone", "torchrun", "accumulate")
+        for name in ("alone", "accumulate")
     }
     assert "DDP, world size 1 " in header["alone"]
-    assert "DDP, world size 2 (gloo on cpu)" in header["torchrun"]
     assert "DDP, world size 2 (gloo on cpu)" in header["accumulate"]
     assert "= 2 ranks x 2 micro-batches x 2 sequences" in header["accumulate"]
     node_out = runs["node0"].stdout + runs["node1"].stdout
     assert "DDP, world size 2 (gloo on cpu)" in node_out
     steps = [
         line
-        for line in runs["torchrun"].stdout.splitlines()
+        for line in runs["accumulate"].stdout.splitlines()
         if line.startswith("step")
     ]
     assert len(steps) == STEPS
@@ -501,7 +499,7 @@ def test_a_killed_run_resumed_reaches_the_uninterrupted_final_loss(runs):
     # 2 DDP ranks for 3 steps, then 1 FSDP process: the same sums, split
     # differently, so the same loss to float64 rounding
     assert float(loss) == pytest.approx(
-        float(_succeeded(runs["torchrun"])), rel=1e-12, abs=0
+        float(_succeeded(runs["alone"])), rel=1e-12, abs=0
     )
 
 
