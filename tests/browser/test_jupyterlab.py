@@ -270,6 +270,18 @@ def _step(stepper, action: str, index: str) -> dict:
     return _frame(stepper)
 
 
+@pytest.fixture(scope="module")
+def lab_tab(browser):
+    """(page, requests to other hosts) of the JupyterLab tab that this
+    module's tests share: JupyterLab, loaded in a new context, costs a few
+    CPU-seconds of Chromium's (its scripts fetched and compiled again), so
+    the tests that follow the first open their notebooks in the same page,
+    as a reader's double-click does."""
+    context, page, external = _lab_page(browser)
+    yield page, external
+    context.close()
+
+
 def _lab_page(browser):
     """(context, page, requests to other hosts) of a new JupyterLab tab."""
     context = browser.new_context(viewport=DESKTOP)
@@ -384,166 +396,159 @@ def _stored_views(path: Path) -> int:
 
 
 def test_chapters_open_and_save_unmodified_with_live_stored_widgets(
-    browser, jupyterlab
+    lab_tab, jupyterlab
 ):
     """A reader who opens a chapter and leaves it, or saves it, finds it
     unmodified and the clone unchanged; chapter 2's stored stepper answers
     Next and a number self-check takes its answer with Enter."""
     url, repo, log, proc = jupyterlab
-    context, page, external = _lab_page(browser)
-    try:
-        changed = []
-        for name in SAVED:
-            saved = repo / "notebooks" / name
-            before = saved.stat().st_mtime_ns
-            _open_notebook(page, url, f"notebooks/{name}")
-            views = _stored_views(saved)
-            # every stored widget restored and drawn: the widget manager has
-            # registered every model by then
-            _wait_until_drawn(page, name, views)
-            page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000)
-            assert not page.evaluate(DIRTY), f"{name} is modified, untouched"
-            page.evaluate(
-                "async () => { await window.jupyterapp.commands.execute("
-                "'docmanager:save'); }"
-            )
-            _wait(
-                lambda saved=saved, before=before: (
-                    saved.stat().st_mtime_ns != before
-                ),
-                START_S,
-                f"{name} not saved",
-                proc,
-                log,
-            )
-            page.wait_for_function(f"() => !({DIRTY})()")
-            if saved.read_bytes() != (ROOT / "notebooks" / name).read_bytes():
-                changed.append(name)
-        assert not changed, (
-            f"saving in JupyterLab changed {changed}: store them in its form "
-            "(python scripts/lab_form.py notebooks/*.ipynb)"
+    page, external = lab_tab
+    changed = []
+    for name in SAVED:
+        saved = repo / "notebooks" / name
+        before = saved.stat().st_mtime_ns
+        _open_notebook(page, url, f"notebooks/{name}")
+        views = _stored_views(saved)
+        # every stored widget restored and drawn: the widget manager has
+        # registered every model by then
+        _wait_until_drawn(page, name, views)
+        page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000)
+        assert not page.evaluate(DIRTY), f"{name} is modified, untouched"
+        page.evaluate(
+            "async () => { await window.jupyterapp.commands.execute("
+            "'docmanager:save'); }"
         )
-        assert not page.evaluate(DIRTY), f"{SAVED[-1]} modified after the save"
+        _wait(
+            lambda saved=saved, before=before: saved.stat().st_mtime_ns != before,
+            START_S,
+            f"{name} not saved",
+            proc,
+            log,
+        )
+        page.wait_for_function(f"() => !({DIRTY})()")
+        if saved.read_bytes() != (ROOT / "notebooks" / name).read_bytes():
+            changed.append(name)
+    assert not changed, (
+        f"saving in JupyterLab changed {changed}: store them in its form "
+        "(python scripts/lab_form.py notebooks/*.ipynb)"
+    )
+    assert not page.evaluate(DIRTY), f"{SAVED[-1]} modified after the save"
 
-        _open_notebook(page, url, f"notebooks/{NOTEBOOK.name}")
-        notebook = page.locator(NOTEBOOK_IN_FRONT)
-        steppers = notebook.locator(".bl-stepper")
-        expect(steppers).to_have_count(STEPPERS, timeout=WAIT_MS)
-        outputs = notebook.locator(".jp-OutputArea-output").all_inner_texts()
-        reprs = [t[:60] for t in outputs if REPR.search(t)]
-        assert not reprs, (
-            f"widgets shown as their text repr (untrusted?): {reprs}"
-        )
-        # stored widgets are not connected to the kernel, and JupyterLab
-        # marks such a widget with a red broken-chain icon: ours need no
-        # kernel, so they hide it (widgets/*.css)
-        marks = page.evaluate(BROKEN_CHAINS)
-        assert marks["disconnected"] > 0, "no stored widget marked disconnected?"
-        assert marks["shown"] == [], f"broken-chain icons shown: {marks}"
-        backward = steppers.nth(1)  # BackwardStepper on relu(a*b + d)
-        backward.scroll_into_view_if_needed()
-        start = _frame(backward)
-        assert start["index"] == "0"
-        one = _step(backward, "next", "1")
-        assert (
-            one["graph"] != start["graph"] and one["caption"] != start["caption"]
-        )
-        backward.screenshot(path=str(_shot("jupyterlab_stored_stepper")))
-        assert _step(backward, "prev", "0") == start
+    _open_notebook(page, url, f"notebooks/{NOTEBOOK.name}")
+    notebook = page.locator(NOTEBOOK_IN_FRONT)
+    steppers = notebook.locator(".bl-stepper")
+    expect(steppers).to_have_count(STEPPERS, timeout=WAIT_MS)
+    outputs = notebook.locator(".jp-OutputArea-output").all_inner_texts()
+    reprs = [t[:60] for t in outputs if REPR.search(t)]
+    assert not reprs, f"widgets shown as their text repr (untrusted?): {reprs}"
+    # stored widgets are not connected to the kernel, and JupyterLab
+    # marks such a widget with a red broken-chain icon: ours need no
+    # kernel, so they hide it (widgets/*.css)
+    marks = page.evaluate(BROKEN_CHAINS)
+    assert marks["disconnected"] > 0, "no stored widget marked disconnected?"
+    assert marks["shown"] == [], f"broken-chain icons shown: {marks}"
+    backward = steppers.nth(1)  # BackwardStepper on relu(a*b + d)
+    backward.scroll_into_view_if_needed()
+    start = _frame(backward)
+    assert start["index"] == "0"
+    one = _step(backward, "next", "1")
+    assert one["graph"] != start["graph"] and one["caption"] != start["caption"]
+    backward.screenshot(path=str(_shot("jupyterlab_stored_stepper")))
+    assert _step(backward, "prev", "0") == start
 
-        number = notebook.locator('.bl-check[data-kind="number"]').first
-        number.scroll_into_view_if_needed()
-        field = number.locator("input.bl-check-input")
-        field.click()
-        field.fill("1")  # wrong: x is used three times
-        field.press("Enter")
-        expect(number.locator(".bl-check-verdict")).to_contain_text(
-            "Not right yet", timeout=WAIT_MS
-        )
-        field.fill("3")
-        field.press("Enter")
-        expect(number.locator(".bl-check-verdict")).to_contain_text(
-            "Correct", timeout=WAIT_MS
-        )
-        number.screenshot(path=str(_shot("jupyterlab_selfcheck_enter")))
-        assert not external, f"requests to other hosts: {external}"
-    finally:
-        context.close()
+    number = notebook.locator('.bl-check[data-kind="number"]').first
+    number.scroll_into_view_if_needed()
+    field = number.locator("input.bl-check-input")
+    field.click()
+    field.fill("1")  # wrong: x is used three times
+    field.press("Enter")
+    expect(number.locator(".bl-check-verdict")).to_contain_text(
+        "Not right yet", timeout=WAIT_MS
+    )
+    field.fill("3")
+    field.press("Enter")
+    expect(number.locator(".bl-check-verdict")).to_contain_text(
+        "Correct", timeout=WAIT_MS
+    )
+    number.screenshot(path=str(_shot("jupyterlab_selfcheck_enter")))
+    assert not external, f"requests to other hosts: {external}"
 
 
 def test_a_notebook_runs_and_keeps_working_widgets_in_jupyterlab(
-    browser, jupyterlab
+    lab_tab, jupyterlab
 ):
     url, repo, log, proc = jupyterlab
     live = f"{LIVE}/{DEMO_NOTEBOOK.name}"
-    context, page, external = _lab_page(browser)
-    try:
-        _open_notebook(page, url, live)
-        page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
-        page.evaluate(
-            "window.jupyterapp.commands.execute('notebook:run-all-cells')"
-        )
-        page.wait_for_function(RUN_DONE, timeout=RUN_S * 1000, polling=1000)
-        assert page.evaluate(ERRORS) == [], f"cells failed:\n{_tail(log)}"
-
-        notebook = page.locator(NOTEBOOK_IN_FRONT)
-        steppers = notebook.locator(".bl-stepper")
-        expect(steppers).to_have_count(1, timeout=WAIT_MS)
-        expect(notebook.locator(".bl-check")).to_have_count(2, timeout=WAIT_MS)
-        expect(notebook.locator(".bl-reveal")).to_have_count(1, timeout=WAIT_MS)
-        text = notebook.inner_text()
-        assert "Error displaying widget" not in text
-        outputs = notebook.locator(".jp-OutputArea-output").all_inner_texts()
-        reprs = [t[:60] for t in outputs if REPR.search(t)]
-        assert not reprs, f"widgets shown as their text repr: {reprs}"
-
-        backward = steppers.first
-        backward.scroll_into_view_if_needed()
-        expect(backward.locator(".bl-stepper-title")).to_contain_text(
-            "Backward pass", timeout=WAIT_MS
-        )
-        start = _frame(backward)
-        assert start["index"] == "0"
-        one = _step(backward, "next", "1")
-        two = _step(backward, "next", "2")
-        assert one["graph"] != start["graph"] and two["graph"] != one["graph"]
-        assert two["caption"] != one["caption"]
-        page.mouse.move(0, 0)
-        backward.screenshot(path=str(_shot("jupyterlab_backward_stepper")))
-        assert _step(backward, "prev", "1") == one
-
-        why = notebook.locator(".jp-RenderedMarkdown details.why").first
-        summary = why.locator("> summary")
-        expect(summary).to_have_text("Why", timeout=WAIT_MS)
-        expect(why.locator("> p").first).to_be_hidden(timeout=WAIT_MS)
-        summary.click()
-        expect(why.locator("> p").first).to_be_visible(timeout=WAIT_MS)
-        why.screenshot(path=str(_shot("jupyterlab_why_open")))
-
-        # Saved, and opened again with a new kernel (nothing of the run is
-        # live any more), the widgets come from the state saved with the
-        # notebook: a reader's run keeps working steppers.
+    page, external = lab_tab
+    if page.url.startswith(f"{url}lab"):
+        # the chapters an earlier test opened: closed, so that the reload
+        # below restores this notebook alone
         page.evaluate(
             "async () => { await window.jupyterapp.commands.execute("
-            "'docmanager:save'); await "
-            f"{NOTEBOOK_JS}.sessionContext.shutdown(); }}"
+            "'application:close-all'); }"
         )
-        saved = nbformat.read(repo / LIVE / DEMO_NOTEBOOK.name, as_version=4)
-        state = saved.metadata["widgets"][lab_form.WIDGET_STATE]["state"]
-        assert len(state) >= 4, "the run's widgets were not saved"
-        page.reload(wait_until="domcontentloaded")
-        page.wait_for_function(OPENED, arg=live, timeout=START_S * 1000)
-        steppers = page.locator(NOTEBOOK_IN_FRONT).locator(".bl-stepper")
-        expect(steppers).to_have_count(1, timeout=WAIT_MS)
-        again = steppers.first
-        again.scroll_into_view_if_needed()
-        at = int(_frame(again)["index"])  # where the run left it, saved
-        _step(again, "next", str(at + 1))
-        text = page.locator(NOTEBOOK_IN_FRONT).inner_text()
-        assert "Error displaying widget" not in text
-        assert not external, f"requests to other hosts: {external}"
-    finally:
-        context.close()
+    _open_notebook(page, url, live)
+    page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(RUN_DONE, timeout=RUN_S * 1000, polling=1000)
+    assert page.evaluate(ERRORS) == [], f"cells failed:\n{_tail(log)}"
+
+    notebook = page.locator(NOTEBOOK_IN_FRONT)
+    steppers = notebook.locator(".bl-stepper")
+    expect(steppers).to_have_count(1, timeout=WAIT_MS)
+    expect(notebook.locator(".bl-check")).to_have_count(2, timeout=WAIT_MS)
+    expect(notebook.locator(".bl-reveal")).to_have_count(1, timeout=WAIT_MS)
+    text = notebook.inner_text()
+    assert "Error displaying widget" not in text
+    outputs = notebook.locator(".jp-OutputArea-output").all_inner_texts()
+    reprs = [t[:60] for t in outputs if REPR.search(t)]
+    assert not reprs, f"widgets shown as their text repr: {reprs}"
+
+    backward = steppers.first
+    backward.scroll_into_view_if_needed()
+    expect(backward.locator(".bl-stepper-title")).to_contain_text(
+        "Backward pass", timeout=WAIT_MS
+    )
+    start = _frame(backward)
+    assert start["index"] == "0"
+    one = _step(backward, "next", "1")
+    two = _step(backward, "next", "2")
+    assert one["graph"] != start["graph"] and two["graph"] != one["graph"]
+    assert two["caption"] != one["caption"]
+    page.mouse.move(0, 0)
+    backward.screenshot(path=str(_shot("jupyterlab_backward_stepper")))
+    assert _step(backward, "prev", "1") == one
+
+    why = notebook.locator(".jp-RenderedMarkdown details.why").first
+    summary = why.locator("> summary")
+    expect(summary).to_have_text("Why", timeout=WAIT_MS)
+    expect(why.locator("> p").first).to_be_hidden(timeout=WAIT_MS)
+    summary.click()
+    expect(why.locator("> p").first).to_be_visible(timeout=WAIT_MS)
+    why.screenshot(path=str(_shot("jupyterlab_why_open")))
+
+    # Saved, and opened again with a new kernel (nothing of the run is
+    # live any more), the widgets come from the state saved with the
+    # notebook: a reader's run keeps working steppers.
+    page.evaluate(
+        "async () => { await window.jupyterapp.commands.execute("
+        "'docmanager:save'); await "
+        f"{NOTEBOOK_JS}.sessionContext.shutdown(); }}"
+    )
+    saved = nbformat.read(repo / LIVE / DEMO_NOTEBOOK.name, as_version=4)
+    state = saved.metadata["widgets"][lab_form.WIDGET_STATE]["state"]
+    assert len(state) >= 4, "the run's widgets were not saved"
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_function(OPENED, arg=live, timeout=START_S * 1000)
+    steppers = page.locator(NOTEBOOK_IN_FRONT).locator(".bl-stepper")
+    expect(steppers).to_have_count(1, timeout=WAIT_MS)
+    again = steppers.first
+    again.scroll_into_view_if_needed()
+    at = int(_frame(again)["index"])  # where the run left it, saved
+    _step(again, "next", str(at + 1))
+    text = page.locator(NOTEBOOK_IN_FRONT).inner_text()
+    assert "Error displaying widget" not in text
+    assert not external, f"requests to other hosts: {external}"
 
 
 def _shot(name: str) -> Path:
