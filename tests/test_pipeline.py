@@ -73,7 +73,7 @@ ORDERS = {  # each rank's order of work, as one string
         "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3",
     ),
     # rank 0 holds stages 0 and 3, rank 1 1 and 2; I the input gradient, W
-    # the weight gradient (stage 0 has no input gradient: PyTorch trainer_runs its
+    # the weight gradient (stage 0 has no input gradient: PyTorch runs its
     # whole backward at its W)
     "zbv": (
         "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0W0 0I0 3F2 3I2 3W2 0W1 "
