@@ -4,15 +4,15 @@ all at once.
 Each way starts fresh interpreters that import torch (seconds each, on 2
 shared cores), so one module fixture starts every run concurrently in the
 background - alone (through `ddp_train.launch`), two torchrun "nodes" with
-a c10d rendezvous (plain DDP on two ranks), `torchrun --standalone` with
---accumulate 2 on two ranks, and a standalone run whose rank 1 dies after
-step 3 - and starts the resume of that run (--fsdp, one process) as
-soon as it has ended.  The tests then only read the outputs.  FSDP on two
-ranks is chapter 8's own launch (`--fsdp --accumulate 2` against the run
-alone, which nbval checks): not started again here.  A launch costs ~9
-CPU-seconds (torchrun and two workers), so no way runs twice: plain DDP on
-two ranks is the two nodes' (and the crashing run's), `--standalone` the
-accumulating and the crashing runs'.
+a c10d rendezvous and --accumulate 2, and a `torchrun --standalone` run
+whose rank 1 dies after step 3 - and starts the resume of that run (--fsdp,
+one process) as soon as it has ended.  The tests then only read the
+outputs.  FSDP on two ranks is chapter 8's own launch (`--fsdp --accumulate
+2` against the run alone, which nbval checks): not started again here.  A
+launch costs ~9 CPU-seconds (torchrun and two workers), so each launch
+tests several things at once: plain DDP on two ranks and `--standalone` are
+the crashing run's first steps (the resume from them reaches the loss of
+the run alone), DDP's `no_sync()` and a c10d rendezvous the two nodes'.
 
 Every process the fixture starts carries a marker in its environment, which
 torchrun passes on to its workers (they run in sessions of their own, so
@@ -322,11 +322,11 @@ def _start_every_run(runs: Launcher) -> None:
                 "is_host=false",
             ]
             + PROGRAM
-            + COMMON,
+            + COMMON
+            # on two ranks, DDP's no_sync() skips a real all-reduce on the
+            # first micro-batch of every step
+            + ["--accumulate", "2"],
         )
-    # two ranks, so that DDP's no_sync() skips a real all-reduce on the
-    # first micro-batch of every step
-    runs.start("accumulate", _torchrun_standalone("--accumulate", "2"))
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +339,6 @@ def runs(launcher) -> dict[str, Finished]:
             "alone",
             "node0",
             "node1",
-            "accumulate",
             "resume",
         )
     }
@@ -433,34 +432,28 @@ Root Cause (first observed failure):
 
 
 def test_every_way_of_running_gives_the_same_final_loss(runs):
-    losses = {name: _succeeded(runs[name]) for name in ("alone", "accumulate")}
+    losses = {"alone": _succeeded(runs["alone"])}
     nodes = [runs["node0"], runs["node1"]]
     printed = [n.final_loss() for n in nodes if n.final_loss() is not None]
     for n in nodes:
         assert n.returncode == 0, n.describe()
     assert len(printed) == 1, "exactly one node holds rank 0 and prints"
-    losses["two nodes"] = printed[0]
+    losses["two nodes, --accumulate 2"] = printed[0]
     reference = float(losses["alone"])
-    table = "\n".join(f"{name:>10}: {loss}" for name, loss in losses.items())
+    table = "\n".join(f"{name:>26}: {loss}" for name, loss in losses.items())
     for _name, loss in losses.items():
         assert float(loss) == pytest.approx(reference, rel=1e-12, abs=0), table
 
 
 def test_each_way_runs_as_asked(runs):
-    header = {
-        name: runs[name].stdout.splitlines()[0]
-        for name in ("alone", "accumulate")
-    }
-    assert "DDP, world size 1 " in header["alone"]
-    assert "DDP, world size 2 (gloo on cpu)" in header["accumulate"]
-    assert "= 2 ranks x 2 micro-batches x 2 sequences" in header["accumulate"]
-    node_out = runs["node0"].stdout + runs["node1"].stdout
-    assert "DDP, world size 2 (gloo on cpu)" in node_out
-    steps = [
-        line
-        for line in runs["accumulate"].stdout.splitlines()
-        if line.startswith("step")
+    assert "DDP, world size 1 " in runs["alone"].stdout.splitlines()[0]
+    (rank_0,) = [  # what the node that holds rank 0 printed
+        n.stdout for n in (runs["node0"], runs["node1"]) if n.final_loss()
     ]
+    header = rank_0.splitlines()[0]
+    assert "DDP, world size 2 (gloo on cpu)" in header
+    assert "= 2 ranks x 2 micro-batches x 2 sequences" in header
+    steps = [line for line in rank_0.splitlines() if line.startswith("step")]
     assert len(steps) == STEPS
 
 
