@@ -25,7 +25,6 @@ import argparse
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 #: this file, as `ddp_train.launch(program=...)` and torchrun run it
@@ -110,7 +109,9 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    sys.exit(record(main)())
+    from backprop_lessons.scale.ddp_train import exit_program
+
+    exit_program(record(main)())
 
 
 def marked_processes(variable: str, value: str) -> list:

@@ -402,6 +402,21 @@ def test_finished_reads_the_last_line_and_the_root_cause():
         r"and no final loss(.|\n)*steps must be",
     ):
         _ = failed.final_loss
+    # a long stderr: its beginning (a worker's own error) is quoted too
+    aborted = T.Finished(
+        ("torchrun",),
+        1,
+        "",
+        "terminate called without an active exception\n"
+        + "W1129 14:42:15.879000 7840 api.py:1] closing signal SIGTERM\n" * 50
+        + "Root Cause (first observed failure): rank 1 (SIGABRT)",
+    )
+    with pytest.raises(RuntimeError) as raised:
+        _ = aborted.final_loss
+    assert "its stderr begins" in str(raised.value)
+    assert "terminate called without an active exception" in str(raised.value)
+    assert str(raised.value).endswith("rank 1 (SIGABRT)")
+    assert "closing signal" not in str(raised.value).split("[...]")[0]
     report = """Failures:
 [1]:
   rank      : 0 (local_rank: 0)
@@ -424,6 +439,30 @@ Root Cause (first observed failure):
         "exitcode": 1,
         "signal": None,
     }
+
+
+def test_the_program_ends_flushed_and_unfinalized():
+    """exit_program: what was printed arrives even through a pipe (buffered),
+    the exit code is the program's, and the interpreter is not finalized
+    (no atexit handler runs: PyTorch's gloo threads abort a finalizing
+    interpreter now and then)."""
+    code = (
+        "import atexit, sys\n"
+        "from backprop_lessons.scale.ddp_train import exit_program\n"
+        "atexit.register(print, 'finalized')\n"
+        "print('final loss: 1.5')\n"
+        "print('to stderr', file=sys.stderr, end='')\n"
+        "exit_program(3)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3,
+        "final loss: 1.5\n",
+        "to stderr",
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@ import argparse
 import contextlib
 import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,7 +98,9 @@ __all__ = [
     "parse_args",
     "main",
     "Finished",
+    "quote_stderr",
     "launch",
+    "exit_program",
 ]
 
 #: the module `python -m` runs: this one
@@ -509,10 +512,30 @@ class Finished:
         ):
             raise RuntimeError(
                 f"ddp_train: {' '.join(self.command)} ended with exit code "
-                f"{self.returncode} and no final loss; its stderr ends:\n"
-                f"{self.stderr[-2000:]}"
+                f"{self.returncode} and no final loss; "
+                + quote_stderr(self.stderr)
             )
         return float(lines[-1].removeprefix("final loss: "))
+
+
+#: a line of torchrun's own log ("W1129 14:42:15.879000 7840 api.py:...")
+_AGENT_LOG = re.compile(r"[DIWEF]\d{4} \d\d:\d\d:\d\d")
+
+
+def quote_stderr(stderr: str, limit: int = 2000) -> str:
+    """A failed run's stderr for an error message: whole if short; else how
+    it begins, torchrun's own log lines left out (a worker's first error,
+    e.g. an abort's message, comes first), and how it ends (torchrun's
+    report: which rank failed, with which signal)."""
+    if len(stderr) <= limit:
+        return f"its stderr:\n{stderr}"
+    own = "\n".join(
+        line for line in stderr.splitlines() if not _AGENT_LOG.match(line)
+    )
+    return (
+        "its stderr begins (torchrun's log lines left out):\n"
+        f"{own[: limit // 2]}\n[...]\nand ends:\n{stderr[-limit:]}"
+    )
 
 
 def launch(
@@ -568,7 +591,27 @@ def launch(
     return Finished(tuple(command), proc.returncode, stdout, stderr)
 
 
+def exit_program(code: int) -> None:
+    """End the program with exit code `code`, its output flushed, without
+    finalizing the interpreter (the end of a run: everything it does is
+    done, checkpoints included, which are written synchronously).
+
+    Gloo's worker threads (pt_gloo_runloop) outlive destroy_process_group()
+    in PyTorch 2.13.  One that drops its last reference to a finished
+    collective's tensors after the interpreter has begun finalizing needs
+    the GIL it can no longer take, and the process aborts ("terminate called
+    without an active exception", SIGABRT): torchrun then reports a run that
+    had finished as failed.  On a loaded 2-core machine one in about ten of
+    chapter 8's FSDP launches did so; a core dump showed the thread
+    destroying an AsyncAllgatherWork in ProcessGroupGloo::runLoop, under
+    PyThread_exit_thread.  Without finalization, no thread can."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    sys.exit(record(main)())
+    # An error leaves through the exception, which `record` reports.
+    exit_program(record(main)())
