@@ -5,12 +5,13 @@ fixtures visible to them all, session-scoped, so one run of `make
 multiprocess` (or `make chapter CH=12`) starts the processes once.
 
     chapter12_problem   the small GPT, a batch, PyTorch's loss and gradients
-    chapter12_ranks     every worker function of the chapter, in one launch of
-                        two ranks (the trainer in every mode, train_in_group,
-                        is the chapter's own launch, which nbval checks)
+    chapter12_ranks     every worker function of the chapter on two ranks, in
+                        the tests' one launch of two ranks (two_ranks.py; the
+                        trainer in every mode, train_in_group, is the
+                        chapter's own launch, which nbval checks)
     trainer_runs        the trainer's command-line runs (RUNS), started at
                         once in the background (trainer_launcher starts them
-                        before the launch of chapter12_ranks, so both overlap)
+                        before the launch of two ranks, so both overlap)
 
 Every process the runs start carries a marker in its environment; teardown
 kills any marked process still alive.
@@ -38,6 +39,7 @@ import pytest
 
 import dying_rank
 import launches
+import two_ranks
 from backprop_lessons.gpt.model import GPTConfig, init_params
 
 #: the trainer's module (ddp_train.PROGRAM, which this file does not import:
@@ -208,30 +210,33 @@ def trainer_runs(trainer_launcher):
     return {name: trainer_launcher.wait(name) for name in RUNS}
 
 
+def _batch():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 28, (8, 16))
+    y = rng.integers(0, 28, (8, 16))
+    return init_params(CONFIG, seed=0, dtype=np.float64), x, y
+
+
 @pytest.fixture(scope="session")
 def chapter12_problem():
     from backprop_lessons.gpt.reference import torch_forward_backward
 
-    params = init_params(CONFIG, seed=0, dtype=np.float64)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 28, (8, 16))
-    y = rng.integers(0, 28, (8, 16))
+    params, x, y = _batch()
     return params, x, y, torch_forward_backward(params, CONFIG, x, y)
 
 
-@pytest.fixture(scope="session")
-def chapter12_ranks(chapter12_problem, trainer_launcher):
-    """Every worker function of the chapter, in one launch of two ranks."""
+@two_ranks.tasks_for("chapter12_ranks")
+def _chapter12_tasks() -> dict:
+    """Every worker function of the chapter, on _batch()."""
     from backprop_lessons.scale import (
         collectives,
-        distributed,
         pipeline,
         tensor_parallel,
         vocab_parallel,
     )
 
-    params, x, y, _ = chapter12_problem
-    tasks = {
+    params, x, y = _batch()
+    return {
         "collectives": (collectives.check_collective_vjps, ()),
         "manual": (
             tensor_parallel.tp_gradients,
@@ -254,9 +259,12 @@ def chapter12_ranks(chapter12_problem, trainer_launcher):
             for schedule in pipeline.SCHEDULES
         },
     }
-    return distributed.run_workers(
-        distributed.run_tasks, tasks, world_size=2, timeout=180
-    )
+
+
+@pytest.fixture(scope="session")
+def chapter12_ranks(rank_launch):
+    """Every worker function of the chapter on two ranks (_chapter12_tasks)."""
+    return rank_launch["chapter12_ranks"]
 
 
 def final_loss_of(run):

@@ -1,7 +1,8 @@
 """Shared test configuration: the hypothesis profile `ci`, loaded by default,
-`build_once`, for what one run builds once for all its xdist workers, and
-chapter 12's one launch of processes (`chapter12_launch`), shared by the
-test files of the modules it exercises.
+`build_once`, for what one run builds once for all its xdist workers,
+chapter 12's processes (`chapter12_launch`), shared by the test files of
+the modules it exercises, and the tests' one launch of two ranks
+(`two_ranks`).
 
 `ci` has no deadline (shared CI machines are slow and noisy) and is
 derandomized, so every run draws the same examples and a failure can be
@@ -25,6 +26,7 @@ from chapter12_launch import (  # noqa: F401 (fixtures for every test file)
     trainer_launcher,
     trainer_runs,
 )
+from two_ranks import rank_launch  # noqa: F401 (the tests' one launch of two)
 
 settings.register_profile(
     "ci",

@@ -2,7 +2,7 @@
 ports.
 
 Each launch spawns 2 interpreters that import torch (a few seconds), so the
-gradient checks share one launch (a module-scoped fixture).
+gradient checks run in the tests' one launch of two ranks (two_ranks.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import two_ranks
 from backprop_lessons.gpt import GPTConfig, gpt_backward, gpt_forward, init_params
 from backprop_lessons.scale import distributed as D
 from distributed_workers import fail_on_rank
@@ -35,12 +36,12 @@ def _gpt_batch():
     return idx, rng.integers(0, CONFIG.vocab_size, size=(4, 6))
 
 
-@pytest.fixture(scope="module")
-def launch():
+@two_ranks.tasks_for("distributed_ranks")
+def _tasks() -> dict:
     x, y = _batch()
     idx, targets = _gpt_batch()
     params = init_params(CONFIG, seed=0, dtype=np.float64)
-    tasks = {
+    return {
         "info": (D.worker_info, ()),
         "allreduce": (D.allreduce_gradients, (x, y)),
         "ddp": (D.ddp_gradients, (x, y)),
@@ -48,7 +49,12 @@ def launch():
         "buckets": (D.ddp_bucket_log, (x, y, 256)),
         "bucket_bytes": (D.ddp_bucket_bytes, (x, y, 256)),
     }
-    return D.run_workers(D.run_tasks, tasks, world_size=2)
+
+
+@pytest.fixture(scope="module")
+def distributed_ranks(rank_launch):
+    """_tasks' results, per rank: from the tests' one launch of two ranks."""
+    return rank_launch["distributed_ranks"]
 
 
 def _assert_close(got: dict, expected: dict):
@@ -61,32 +67,38 @@ def _assert_close(got: dict, expected: dict):
         )
 
 
-def test_results_come_back_as_numpy_in_rank_order(launch):
-    assert [r["info"]["rank"] for r in launch] == [0, 1]
-    assert {r["info"]["world_size"] for r in launch} == {2}
-    assert {r["info"]["backend"] for r in launch} == {"gloo"}
-    assert {r["info"]["torch_threads"] for r in launch} == {1}
-    assert launch[0]["info"]["pid"] != launch[1]["info"]["pid"] != os.getpid()
+def test_results_come_back_as_numpy_in_rank_order(distributed_ranks):
+    assert [r["info"]["rank"] for r in distributed_ranks] == [0, 1]
+    assert {r["info"]["world_size"] for r in distributed_ranks} == {2}
+    assert {r["info"]["backend"] for r in distributed_ranks} == {"gloo"}
+    assert {r["info"]["torch_threads"] for r in distributed_ranks} == {1}
+    assert (
+        distributed_ranks[0]["info"]["pid"]
+        != distributed_ranks[1]["info"]["pid"]
+        != os.getpid()
+    )
 
 
 @pytest.mark.parametrize("task", ["allreduce", "ddp"])
-def test_data_parallel_equals_single_process(launch, task):
+def test_data_parallel_equals_single_process(distributed_ranks, task):
     expected = D.full_batch_gradients(*_batch())
     for rank in (0, 1):
-        _assert_close(launch[rank][task], expected)
+        _assert_close(distributed_ranks[rank][task], expected)
 
 
-def test_gpt_data_parallel_equals_single_process(launch):
+def test_gpt_data_parallel_equals_single_process(distributed_ranks):
     params = init_params(CONFIG, seed=0, dtype=np.float64)
     idx, targets = _gpt_batch()
     loss, cache = gpt_forward(params, CONFIG, idx, targets)
     expected = gpt_backward(params, CONFIG, cache)
     for rank in (0, 1):
-        assert launch[rank]["gpt"]["loss"] == pytest.approx(loss, rel=1e-14)
-        _assert_close(launch[rank]["gpt"]["grads"], expected)
+        assert distributed_ranks[rank]["gpt"]["loss"] == pytest.approx(
+            loss, rel=1e-14
+        )
+        _assert_close(distributed_ranks[rank]["gpt"]["grads"], expected)
 
 
-def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
+def test_ddp_rebuilds_buckets_in_gradient_ready_order(distributed_ranks):
     from backprop_lessons.scale.backward_cost import (
         assign_buckets,
         gradient_ready_order,
@@ -99,13 +111,13 @@ def test_ddp_rebuilds_buckets_in_gradient_ready_order(launch):
     )
     sizes = dict(model.named_parameters())
     sizes = {name: sizes[name].numel() * 8 for name in order}
-    first, second = launch[0]["buckets"]
+    first, second = distributed_ranks[0]["buckets"]
     assert first == [
         [name for name, _ in model.named_parameters()]
     ]  # one bucket at first
     assert second == assign_buckets(sizes, 256)
     # every gradient goes into the all-reduces once per backward, float64
-    assert launch[0]["bucket_bytes"] == [sum(sizes.values())] * 2
+    assert distributed_ranks[0]["bucket_bytes"] == [sum(sizes.values())] * 2
 
 
 def test_a_failing_rank_is_named_and_no_process_is_left():

@@ -1,10 +1,11 @@
 """Chapter 8's data-parallel measurements (scale_out) on local gloo processes.
 
-All measurements that need 2 ranks share one launch (a module fixture), and
-the world-size-1 byte counts another: starting processes that import torch
-costs seconds.  The model is the tiny GPT, so every measurement is quick;
-what is checked is exact (counts, bits, float64 agreement) or causal
-(all-reduces launched during backward), never a time.
+The measurements that need 2 ranks run in the tests' one launch of two
+ranks (two_ranks.py), the world-size-1 byte counts in a launch of their
+own: starting processes that import torch costs seconds.  The model is
+the tiny GPT, so every measurement is quick; what is checked is exact
+(counts, bits, float64 agreement) or causal (all-reduces launched during
+backward), never a time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import two_ranks
 from backprop_lessons.gpt import (
     PARAMETER_TABLE,
     gpt_backward,
@@ -37,10 +39,10 @@ def _batch():
     return step_batch(corpus_tokens(), TrainOptions(seed=7), 0)
 
 
-@pytest.fixture(scope="module")
-def two_ranks():
+@two_ranks.tasks_for("scale_out_ranks")
+def _tasks() -> dict:
     x, y = _batch()
-    tasks = {
+    return {
         "broadcast": (S.ddp_construction_broadcast, (CONFIG, x, y, 2)),
         "no_sync": (S.no_sync_accumulation, (CONFIG, x, y, 2, CAP_MB)),
         "ddp_bytes": (S.state_bytes, (CONFIG, x, y, False)),
@@ -48,7 +50,12 @@ def two_ranks():
         "speed": (S.throughput, (CONFIG, 8, 2, 1)),
         "trace": (S.profile_ddp_steps, (CONFIG, 8, CAP_MB, 2)),
     }
-    return D.run_workers(D.run_tasks, tasks, world_size=2, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def scale_out_ranks(rank_launch):
+    """_tasks' results, per rank: from the tests' one launch of two ranks."""
+    return rank_launch["scale_out_ranks"]
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +68,10 @@ def one_rank():
     return D.run_workers(D.run_tasks, tasks, world_size=1, timeout=120)[0]
 
 
-def test_ddp_gives_every_rank_rank_0s_parameters_and_keeps_them_equal(two_ranks):
-    results = [r["broadcast"] for r in two_ranks]
+def test_ddp_gives_every_rank_rank_0s_parameters_and_keeps_them_equal(
+    scale_out_ranks,
+):
+    results = [r["broadcast"] for r in scale_out_ranks]
     assert list(results[0]) == ["built", "after DDP()", "after 2 steps"]
     assert S.spread_over_ranks(results, "built") > 0.01
     assert S.spread_over_ranks(results, "after DDP()") == 0.0
@@ -76,14 +85,14 @@ def test_ddp_gives_every_rank_rank_0s_parameters_and_keeps_them_equal(two_ranks)
     )
 
 
-def test_no_sync_accumulation_equals_the_large_batch_gradient(two_ranks):
+def test_no_sync_accumulation_equals_the_large_batch_gradient(scale_out_ranks):
     x, y = _batch()
     params = init_params(CONFIG, seed=0, dtype=np.float64)
     _, cache = gpt_forward(params, CONFIG, x, y)
     expected = gpt_backward(params, CONFIG, cache)
     for rank in (0, 1):
         for how in ("no_sync", "sync_every"):
-            grads = two_ranks[rank]["no_sync"][how]["grads"]
+            grads = scale_out_ranks[rank]["no_sync"][how]["grads"]
             assert list(grads) == [name for name, _ in PARAMETER_TABLE]
             for name, g in expected.items():
                 np.testing.assert_allclose(
@@ -95,16 +104,18 @@ def test_no_sync_accumulation_equals_the_large_batch_gradient(two_ranks):
                 )
 
 
-def test_no_sync_sends_the_gradients_once_per_step(two_ranks):
-    counts = two_ranks[0]["no_sync"]
+def test_no_sync_sends_the_gradients_once_per_step(scale_out_ranks):
+    counts = scale_out_ranks[0]["no_sync"]
     buckets = counts["buckets"]
     assert buckets > 2
     assert counts["no_sync"]["allreduces"] == [0, buckets]
     assert counts["sync_every"]["allreduces"] == [buckets, buckets]
-    assert two_ranks[1]["no_sync"]["no_sync"]["allreduces"] == [0, buckets]
+    assert scale_out_ranks[1]["no_sync"]["no_sync"]["allreduces"] == [0, buckets]
 
 
-def test_fsdp_holds_half_the_state_per_rank_ddp_all_of_it(two_ranks, one_rank):
+def test_fsdp_holds_half_the_state_per_rank_ddp_all_of_it(
+    scale_out_ranks, one_rank
+):
     full = {
         "parameters": 8 * N,
         "gradients": 8 * N,
@@ -115,15 +126,15 @@ def test_fsdp_holds_half_the_state_per_rank_ddp_all_of_it(two_ranks, one_rank):
     assert one_rank["ddp_bytes"] == full
     assert one_rank["fsdp_bytes"] == full
     for rank in (0, 1):
-        assert two_ranks[rank]["ddp_bytes"] == full
-        half = two_ranks[rank]["fsdp_bytes"]
+        assert scale_out_ranks[rank]["ddp_bytes"] == full
+        half = scale_out_ranks[rank]["fsdp_bytes"]
         assert half == {
             k: v if k == "adam_steps" else v // 2 for k, v in full.items()
         }
 
 
-def test_throughput_counts_halve_the_work_per_rank(two_ranks):
-    speed = two_ranks[0]["speed"]
+def test_throughput_counts_halve_the_work_per_rank(scale_out_ranks):
+    speed = scale_out_ranks[0]["speed"]
     assert speed["tokens_per_step"] == 8 * CONFIG.block_size
     assert [len(s) for s in speed["seconds"].values()] == [1, 1]
     assert all(t > 0 for s in speed["seconds"].values() for t in s)
@@ -135,8 +146,8 @@ def test_throughput_counts_halve_the_work_per_rank(two_ranks):
         S.throughput(0, 1, CONFIG)
 
 
-def test_profile_shows_every_bucket_launched_during_backward(two_ranks):
-    per_rank = [two_ranks[r]["trace"] for r in (0, 1)]
+def test_profile_shows_every_bucket_launched_during_backward(scale_out_ranks):
+    per_rank = [scale_out_ranks[r]["trace"] for r in (0, 1)]
     assert [len(t) for t in per_rank] == [2, 2]
     for rank, traces in enumerate(per_rank):
         for trace in traces:
