@@ -63,8 +63,6 @@ FINAL = re.compile(r"final loss: (\S+)")
 CONFIG = GPTConfig(vocab_size=28, block_size=16, n_layer=2, n_head=2, n_embd=16)
 CLIP = ["--clip", "0.05"]
 RUNS = {
-    "alone": [sys.executable, "-m", PROGRAM, *COMMON],
-    "alone-clip": [sys.executable, "-m", PROGRAM, *COMMON, *CLIP],
     # tensor parallel, the residual stream split along the sequence too, and
     # two micro-batches a step: one launch for the three options
     "sequence-accumulate": [
@@ -208,6 +206,24 @@ def trainer_launcher(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def trainer_runs(trainer_launcher):
     return {name: trainer_launcher.wait(name) for name in RUNS}
+
+
+@pytest.fixture(scope="session")
+def alone_losses(trainer_launcher) -> dict:
+    """The trainer's final loss alone, with COMMON's options: {None: no
+    clip, 0.05: --clip 0.05}.  Trained in this process (train_alone, as
+    chapter 12 does) while the runs go on: the command line alone is
+    test_ddp_train's run, and another interpreter importing torch would
+    cost seconds of CPU for the same numbers."""
+    from backprop_lessons.scale.ddp_train import train_alone
+    from backprop_lessons.scale.train_options import TrainOptions
+
+    return {
+        clip: train_alone(
+            TrainOptions(steps=STEPS, seed=0, dtype="float64", clip=clip)
+        )["final"]
+        for clip in (None, float(CLIP[1]))
+    }
 
 
 def _batch():

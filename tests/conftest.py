@@ -21,6 +21,7 @@ from filelock import FileLock
 from hypothesis import HealthCheck, settings
 
 from chapter12_launch import (  # noqa: F401 (fixtures for every test file)
+    alone_losses,
     chapter12_problem,
     chapter12_ranks,
     trainer_launcher,

@@ -2,11 +2,11 @@
 
 Two launchers start programs in the background and let the tests in the
 pytest process go on meanwhile: test_ddp_train's (five runs, 9 processes)
-and chapter12_launch's trainer runs (five runs, 11 processes), which
+and chapter12_launch's trainer runs (three runs, 9 processes), which
 outlive the module that starts them (their fixture is the session's).
-Started over each other, the two sets put 20 interpreters with torch on
+Started over each other, the two sets put 18 interpreters with torch on
 two cores at once, while the ranks of a collective must each get a core
-within the runs' 30-second collective timeout; taking turns, at most 11
+within the runs' 30-second collective timeout; taking turns, at most 9
 (when the sets were 15 and 20 processes, taking turns also made the
 multiprocess tests 163 CPU-seconds instead of 171, 88 s instead of 92,
 alone on this machine).

@@ -2,12 +2,12 @@
 (backprop_lessons.scale.model_parallel_train):
 `ddp_train --tensor-parallel 2 --sequence-parallel --accumulate 2` and
 `--pipeline 2 --schedule zbv --micro-batches 8 --clip 0.05` under torchrun
-reach the single-process loss, clipped or not; each says what it is; a
-pipeline rank that dies ends the run with a clear error, and no process is
-left.  The runs are
-chapter12_launch's (trainer_runs).  Every mode in one launch
-(train_in_group) against the run alone, clipped or not, is chapter 12's own
-launch, whose table nbval checks: it is not run twice."""
+reach the single-process loss (alone_losses), clipped or not; each says
+what it is; a pipeline rank that dies ends the run with a clear error, and
+no process is left.  The runs are chapter12_launch's (trainer_runs).
+Every mode in one launch (train_in_group) against the run alone, clipped or
+not, is chapter 12's own launch, whose table nbval checks: it is not run
+twice."""
 
 from __future__ import annotations
 
@@ -23,19 +23,16 @@ from chapter12_launch import CRASH_AFTER, final_loss_of
     "name",
     ["sequence-accumulate", "zbv-clip"],
 )
-def test_model_parallel_runs_reach_the_single_process_loss(trainer_runs, name):
-    alone = final_loss_of(
-        trainer_runs["alone-clip" if name.endswith("-clip") else "alone"]
-    )
+def test_model_parallel_runs_reach_the_single_process_loss(
+    trainer_runs, alone_losses, name
+):
+    alone = alone_losses[0.05 if name.endswith("-clip") else None]
     assert final_loss_of(trainer_runs[name]) == pytest.approx(alone, rel=1e-10)
 
 
 @pytest.mark.multiprocess
-def test_the_clip_is_active(trainer_runs):
-    alone, clipped = (
-        final_loss_of(trainer_runs["alone"]),
-        final_loss_of(trainer_runs["alone-clip"]),
-    )
+def test_the_clip_is_active(alone_losses):
+    alone, clipped = alone_losses[None], alone_losses[0.05]
     assert abs(clipped - alone) > 1e-6 * abs(alone)
 
 
