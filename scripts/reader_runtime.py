@@ -13,7 +13,7 @@ one run meets: Colab's preinstalled versions, the package installed by the
 notebooks' own setup cell, and nothing but the package's declared
 dependencies.  ENV gets:
 
-- Colab's pip;
+- Colab's pip and setuptools;
 - the packages of Colab's preinstalled set that the package and the chapters
   use (`tests/colab/colab_preinstalled.txt`), installed by pip with every
   package they need at the version of Colab's published manifest
@@ -159,7 +159,7 @@ def build(env: Path) -> None:
     if stamp.exists() and stamp.read_text() == digest:
         return
     shutil.rmtree(env, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True).create(env)
+    venv.EnvBuilder(with_pip=False).create(env)
     python = env / "bin" / "python"
     colab = pins(FREEZE)
     # PyTorch and what it needs, from this interpreter's environment
@@ -169,13 +169,15 @@ def build(env: Path) -> None:
         pin for name, pin in pins(REQUIREMENTS).items() if name not in colab
     ]
     (env / "constraints.txt").write_text("\n".join(sorted(constraints)) + "\n")
-    # Colab's pip first: the one its readers' setup cells run (and faster
-    # than the venv's own: 17 CPU-seconds for what follows, not 26)
+    # Colab's pip and setuptools first, put there by this interpreter's pip
+    # (ensurepip's, replaced at once, cost 3 CPU-seconds): Colab's pip is
+    # the one its readers' setup cells run, and faster than the venv's own
+    # (17 CPU-seconds for what follows, not 26)
     subprocess.run(
         [
-            python, "-m", "pip", "install", "--quiet",
-            "--disable-pip-version-check",
-            "-c", env / "constraints.txt", "pip",
+            sys.executable, "-m", "pip", "--python", python, "install",
+            "--quiet", "--disable-pip-version-check", "--no-compile",
+            "-c", env / "constraints.txt", "pip", "setuptools",
         ],
         check=True,
     )  # fmt: skip
