@@ -90,7 +90,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/" + BLANK:
-            body = b"<!doctype html><title>blank</title>"
+            # an icon of its own: without one, Chromium asks for
+            # /favicon.ico, and the 404's console error could arrive after
+            # the next page had begun to load, and count as that page's
+            body = (
+                b"<!doctype html><title>blank</title>"
+                b'<link rel="icon" href="data:,">'
+            )
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
