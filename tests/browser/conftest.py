@@ -102,6 +102,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif self.path == "/favicon.ico":
+            # asked for by pages without an icon link: Jupyter Book's
+            # index.html, which only redirects (the book's pages link
+            # _static/favicon.svg); a host's 404 there is not the book's
+            self.send_response(204)
+            self.end_headers()
         else:
             super().do_GET()
 
